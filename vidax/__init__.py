@@ -1,0 +1,19 @@
+"""vidax: open video-generation diffusion models in JAX/Flax, loaded from the authors'
+PyTorch checkpoints.
+
+    import vidax
+    cfg = vidax.config("wan2_1", "dit", "t2v-1.3b")
+    dit = vidax.load("wan2_1", "dit", "diffusion_pytorch_model.safetensors", config=cfg)
+"""
+
+__version__ = "0.1.0"
+__all__ = ["config", "load"]
+
+
+def __getattr__(name):
+    # The API pulls in JAX; import it on first use so `vidax models` / `inspect` stay quick.
+    if name in __all__:
+        from vidax import loading
+
+        return getattr(loading, name)
+    raise AttributeError(f"module 'vidax' has no attribute {name!r}")

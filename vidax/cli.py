@@ -1,0 +1,178 @@
+"""The ``vidax`` command (DESIGN.md §4). Errors are one paragraph and a non-zero exit;
+``--debug`` shows the traceback."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import textwrap
+
+from vidax.errors import VidaxError
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+def cmd_models(args) -> int:
+    from rich.table import Table
+
+    from vidax import registry
+
+    table = Table(title="vidax models")
+    for col in ("model_type", "component", "layout", "variants", "mapper", "files"):
+        table.add_column(col)
+    for s in registry.specs():
+        table.add_row(s.model_type, s.component, s.layout, ", ".join([*s.variants, "tiny"]),
+                      s.mapper.split(":")[0], ", ".join(s.files))
+    con = _console()
+    con.print(table)
+    al = Table(title="aliases: the same architecture released under another name")
+    for col in ("family", "variant", "component", "layout", "implemented by"):
+        al.add_column(col)
+    for (fam, var, comp, lay), a in registry.aliases().items():
+        al.add_row(fam, var, comp, lay, f"{a.model_type} {a.variant} {a.component} ({a.layout})")
+    con.print(al)
+    return 0
+
+
+def cmd_inspect(args) -> int:
+    from vidax import manifests
+    from vidax.translator.io import open_checkpoint
+
+    with open_checkpoint(args.path) as ckpt:
+        tensors = {k: (tuple(v.shape), str(v.dtype)) for k, v in ckpt.items()}
+        nbytes = sum(v.nbytes for v in ckpt.values())
+        info = {"path": str(args.path), "format": ckpt.format, "files": list(ckpt.files),
+                "metadata": dict(ckpt.metadata), "num_tensors": len(tensors),
+                "num_params": sum(_numel(s) for s, _ in tensors.values()), "bytes": nbytes}
+    dtypes: dict[str, int] = {}
+    for _, dt in tensors.values():
+        dtypes[dt] = dtypes.get(dt, 0) + 1
+    info["dtypes"] = dtypes
+    found = manifests.identify(tensors, path=str(args.path))
+    if args.json:
+        info["tensors"] = {k: {"shape": list(s), "dtype": d} for k, (s, d) in tensors.items()}
+        info["identification"] = found.to_json()
+        print(json.dumps(info, indent=1))
+        return 0
+    con = _console()
+    con.print(f"[bold]{info['path']}[/]: {info['format']}, {len(info['files'])} file(s), "
+              f"{info['num_tensors']} tensors, {info['num_params']:,} parameters, "
+              f"{nbytes / 2**30:.2f} GiB; dtypes: "
+              + ", ".join(f"{d} x{n}" for d, n in sorted(dtypes.items())))
+    if info["metadata"]:
+        con.print("metadata: " + ", ".join(sorted(info["metadata"])))
+    names = sorted(tensors)
+    shown = names if args.all else names[:10]
+    for k in shown:
+        s, d = tensors[k]
+        con.print(f"  {k} {list(s)} {d}")
+    if len(shown) < len(names):
+        con.print(f"  ... {len(names) - len(shown)} more (--all lists them)")
+    con.print(found.summary())
+    return 0
+
+
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _print_report(report) -> int:
+    con = _console()
+    for line in report.lines(limit=None if report.ok else 50):
+        con.print(line, markup=False)
+    return 0 if report.ok else 1
+
+
+def cmd_verify(args) -> int:
+    from vidax import loading, registry
+
+    if args.manifest:
+        from vidax.manifests import load_manifest
+
+        return _print_report(loading.verify_manifest(load_manifest(args.manifest)))
+    if not (args.model_type and args.checkpoint and args.component):
+        raise VidaxError("vidax verify needs either --manifest FILE, or MODEL_TYPE with "
+                         "--component and --checkpoint (and --variant)")
+    from vidax.translator.io import open_checkpoint
+
+    spec = registry.get(args.model_type, args.component, args.layout)
+    cfg = spec.make_config(args.variant) if args.variant else loading._detect_config(
+        spec, args.checkpoint)
+    with open_checkpoint(args.checkpoint) as ckpt:
+        report, _, _ = loading.verify_tensors(spec, cfg, ckpt, source=str(args.checkpoint))
+    return _print_report(report)
+
+
+def cmd_demo(args) -> int:
+    from vidax import demo
+
+    demo.run(out=args.out, cache_dir=args.cache_dir, console=_console())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="vidax", description="Open video diffusion models in JAX, from the authors' checkpoints.")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("models", help="the registry: model types, variants, components, layouts")
+    s.set_defaults(func=cmd_models)
+
+    s = sub.add_parser("inspect", help="what a checkpoint file or folder holds, and which release it is")
+    s.add_argument("path")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--all", action="store_true", help="list every tensor")
+    s.set_defaults(func=cmd_inspect)
+
+    s = sub.add_parser("verify", help="match a checkpoint (or a manifest) 1:1 against the model")
+    s.add_argument("model_type", nargs="?")
+    s.add_argument("--manifest", help="a manifest JSON (names, shapes, dtypes of a release)")
+    s.add_argument("--variant")
+    s.add_argument("--component")
+    s.add_argument("--layout", default=None, help="key layout (default: the authors' own)")
+    s.add_argument("--checkpoint")
+    s.set_defaults(func=cmd_verify)
+
+    s = sub.add_parser("demo", help="tiny random-weight checkpoints in the authors' layout, "
+                                    "loaded and run through vidax")
+    s.add_argument("--out", default=None, help="where to write the result")
+    s.add_argument("--cache-dir", default=None, help="where the tiny checkpoints are written")
+    s.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except VidaxError as e:
+        if args.debug:
+            raise
+        print(_paragraph(f"error: {e}"), file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # a bug: still one paragraph, the traceback on request
+        if args.debug:
+            raise
+        print(_paragraph(f"internal error ({type(e).__name__}): {e}. Run again with --debug "
+                         "for the traceback, and please report it."), file=sys.stderr)
+        return 2
+
+
+def _paragraph(text: str) -> str:
+    return textwrap.fill(" ".join(text.split()), width=100)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""The error types vidax raises.
+
+Every error a user can cause (a bad file, a wrong model type, a mismatched tree) is a
+``VidaxError``: the CLI prints its message as one paragraph and exits non-zero.
+"""
+
+from __future__ import annotations
+
+
+class VidaxError(Exception):
+    """Base class of every error vidax raises on purpose."""
+
+
+class CheckpointError(VidaxError):
+    """A checkpoint file cannot be read safely: missing, empty, truncated, corrupt,
+    hostile (a pickle naming a forbidden global) or of an unsupported format/dtype.
+
+    The message names the file and the problem in one paragraph.
+    """
+
+    def __init__(self, path, problem: str):
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
+class MappingError(VidaxError):
+    """A checkpoint's tensors cannot be translated: a key no rule accounts for, a
+    split whose sizes do not fit, two keys landing on one parameter, ..."""
+
+
+class VerificationError(VidaxError):
+    """A translated tree does not match the model's abstract tree 1:1."""
+
+    def __init__(self, message: str, report=None):
+        self.report = report
+        super().__init__(message)
+
+
+class RegistryError(VidaxError):
+    """An unknown model type, variant, component or layout."""

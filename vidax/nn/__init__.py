@@ -1,0 +1,6 @@
+"""Shared building blocks: layers, attention, positional embeddings."""
+
+from vidax.nn.layers import (Conv, ConvTranspose, Embedding, KeyGen, LayerNorm, Linear, RMSNorm,
+                             init_param)
+
+__all__ = ["Conv", "ConvTranspose", "Embedding", "KeyGen", "LayerNorm", "Linear", "RMSNorm", "init_param"]

@@ -1,0 +1,90 @@
+"""PyTorch -> Flax tensor layouts, decided by the PyTorch name and rank.
+
+The rule every mapper starts from (``auto_layout``):
+
+=====================  ====================  ============================================
+PyTorch leaf, rank      Flax leaf             layout
+=====================  ====================  ============================================
+``weight``, 2           ``kernel``            ``linear``: ``[out, in] -> [in, out]``
+``weight``, 3..5        ``kernel``            ``conv``: ``[out, in, *k] -> [*k, in, out]``
+``weight``, 1           ``scale``             unchanged (a norm's weight)
+``bias``                ``bias``              unchanged
+anything else           same name             unchanged (free parameters, tables, buffers)
+=====================  ====================  ============================================
+
+A mapper overrides it per key where the name alone cannot tell (embedding tables,
+transposed convolutions, ``gamma`` norms stored ``[C, 1, 1, 1]``).
+
+Everything here is shape-level or a numpy *view*: a layout never copies. The one copy a
+tensor needs happens when it is placed on its device(s).
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from vidax.errors import MappingError
+
+#: layout name -> human description (``vidax models`` and the docs print this table)
+LAYOUTS = {
+    "linear": "Linear weight [out, in] -> kernel [in, out]",
+    "conv": "ConvNd weight [out, in, *k] -> kernel [*k, in, out]",
+    "conv_transpose": "ConvTransposeNd weight [in, out, *k] -> kernel [*k, in, out]",
+    "embedding": "embedding table [num, dim], unchanged",
+    "none": "unchanged",
+}
+
+
+def auto_layout(torch_key: str, rank: int) -> tuple[str, str]:
+    """The Flax leaf name and layout for a PyTorch key of the given rank."""
+    leaf = torch_key.rsplit(".", 1)[-1]
+    if leaf == "weight":
+        if rank == 2:
+            return "kernel", "linear"
+        if 3 <= rank <= 5:
+            return "kernel", "conv"
+        if rank == 1:
+            return "scale", "none"
+    return leaf, "none"
+
+
+def permutation(layout: str, rank: int) -> tuple[int, ...] | None:
+    """The axis permutation a layout applies to a tensor of ``rank`` (None: identity)."""
+    if layout in ("none", "embedding"):
+        return None
+    if layout == "linear":
+        if rank != 2:
+            raise MappingError(f"layout 'linear' needs a 2-D weight, got rank {rank}")
+        return (1, 0)
+    if layout == "conv":
+        if rank < 3:
+            raise MappingError(f"layout 'conv' needs a weight of rank >= 3, got rank {rank}")
+        return (*range(2, rank), 1, 0)
+    if layout == "conv_transpose":
+        if rank < 3:
+            raise MappingError(f"layout 'conv_transpose' needs rank >= 3, got rank {rank}")
+        return (*range(2, rank), 0, 1)
+    raise MappingError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
+
+
+def convert(array: np.ndarray, layout: str) -> np.ndarray:
+    """Apply a layout to an array: a transposed view, never a copy."""
+    perm = permutation(layout, array.ndim)
+    return array if perm is None else np.transpose(array, perm)
+
+
+def converted_shape(shape: tuple[int, ...], layout: str) -> tuple[int, ...]:
+    perm = permutation(layout, len(shape))
+    return tuple(shape) if perm is None else tuple(shape[p] for p in perm)
+
+
+def as_dtype(dtype) -> np.dtype:
+    """A numpy dtype from a name as the manifests and PyTorch spell it (``bfloat16``,
+    ``float8_e4m3fn``, ...) or from any numpy-compatible dtype."""
+    if isinstance(dtype, str):
+        name = dtype.removeprefix("torch.")
+        if hasattr(ml_dtypes, name):
+            return np.dtype(getattr(ml_dtypes, name))
+        return np.dtype(name)
+    return np.dtype(dtype)
