@@ -65,7 +65,17 @@ def load(model_type: str, component: str, checkpoint: str | os.PathLike, *,
     ``dtype``: cast every parameter to it on the host before placement (default: keep
     the stored dtype). ``mesh``: a ``jax.sharding.Mesh`` to replicate the parameters over
     (per-parameter partitioning arrives with the sharding work); default: the first device.
+    ``progress(done, total, name)`` is called after each parameter is placed.
     """
+    return load_with_report(model_type, component, checkpoint, variant=variant, config=config,
+                            dtype=dtype, mesh=mesh, layout=layout, progress=progress)[0]
+
+
+def load_with_report(model_type: str, component: str, checkpoint: str | os.PathLike, *,
+                     variant: str | None = None, config=None, dtype=None, mesh=None,
+                     layout: str | None = None,
+                     progress: Progress | None = None) -> tuple[nnx.Module, _verify.Report]:
+    """``load``, also returning the verification report (what matched, what was ignored)."""
     spec = registry.get(model_type, component, layout)
     if config is None:
         config = spec.make_config(variant) if variant else _detect_config(spec, checkpoint)
@@ -95,7 +105,7 @@ def load(model_type: str, component: str, checkpoint: str | os.PathLike, *,
             done += 1
             if progress is not None:
                 progress(done, total, name)
-        return nnx.merge(graphdef, nnx.from_flat_state(leaves))
+        return nnx.merge(graphdef, nnx.from_flat_state(leaves)), report
 
 
 def _detect_config(spec: registry.ComponentSpec, checkpoint):

@@ -9,7 +9,7 @@ not stored (recomputed at run time), so nothing needs ignoring.
 """
 
 from vidax.registry import Alias, ComponentSpec, alias, register
-from vidax.translator.mapping import Mapper, Rename
+from vidax.translator.mapping import Ignore, Mapper, Rename, Split, Transform
 
 DIT = Mapper(
     name="wan2_1.dit",
@@ -29,14 +29,82 @@ DIT = Mapper(
 
 register(ComponentSpec(
     model_type="wan2_1", component="dit", layout="original",
-    model="vidax.models.wan2_1:WanDiT", config="vidax.models.wan2_1:WanDiTConfig",
+    model="vidax.models.wan2_1.dit:WanDiT", config="vidax.models.wan2_1.dit:WanDiTConfig",
     mapper="vidax.translator.mappings.wan2_1:DIT",
     variants={"t2v-1.3b": "t2v_1_3b", "t2v-14b": "t2v_14b", "i2v-14b": "i2v_14b",
               "flf2v-14b": "flf2v_14b"},
-    files=("diffusion_pytorch_model*.safetensors", "diffusion_pytorch_model.safetensors.index.json"),
+    files=("diffusion_pytorch_model.safetensors.index.json",
+           "diffusion_pytorch_model*.safetensors"),
     description="Wan2.1 diffusion transformer (T2V 1.3B/14B, I2V 14B 480P/720P, FLF2V 14B)",
 ))
 
 # Each Wan2.2 A14B text-to-video expert (high_noise_model/, low_noise_model/) is the Wan2.1
 # T2V-14B architecture with the same key/shape set.
 alias("wan2_2", "t2v-a14b", "dit", "original", Alias("wan2_1", "t2v-14b", "dit", "original"))
+
+# ----------------------------------------------------------------------------- image encoder
+# models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth: the authors' whole XLMRobertaCLIP
+# state dict (visual.*, textual.*, log_scale). Wan runs only CLIPModel.visual, i.e.
+# ``visual(x, use_31_block=True)``; vidax.models.clip.CLIPVisionTransformer holds exactly what
+# the authors' VisionTransformer.forward can use (all 32 blocks: ``num_blocks`` picks 31 at
+# call time). The fused ``to_qkv`` rows are [q | k | v] (their ``view(b, s, 3, n, d)``).
+IMAGE_ENCODER = Mapper(
+    name="wan2_1.image_encoder",
+    description="CLIP ViT-H/14 visual tower of the authors' XLMRobertaCLIP (open-clip naming)",
+    rules=(
+        Ignore(r"textual\..*", "text tower (XLM-RoBERTa): Wan uses only the visual features"),
+        Ignore(r"log_scale", "CLIP's contrastive logit scale: Wan uses only the visual features"),
+        Ignore(r"visual\.(post_norm\..*|head(\..*)?)",
+               "visual post_norm / projection head: the authors' VisionTransformer.forward "
+               "never applies them (Wan takes the token features after block 31)"),
+        Split(r"visual\.transformer\.(\d+)\.attn\.to_qkv\.(weight|bias)",
+              (r"visual.transformer.\1.attn.to_q.\2", r"visual.transformer.\1.attn.to_k.\2",
+               r"visual.transformer.\1.attn.to_v.\2")),
+        Rename(r"^visual\.", ""),
+        Rename(r"\.mlp\.0\.", ".mlp.fc1."),
+        Rename(r"\.mlp\.2\.", ".mlp.fc2."),
+    ),
+)
+
+register(ComponentSpec(
+    model_type="wan2_1", component="image_encoder", layout="original",
+    model="vidax.models.clip:CLIPVisionTransformer", config="vidax.models.clip:CLIPVisionConfig",
+    mapper="vidax.translator.mappings.wan2_1:IMAGE_ENCODER",
+    variants={"i2v-14b": "vit_h_14", "flf2v-14b": "vit_h_14"},
+    files=("models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth",),
+    description="Wan2.1 I2V/FLF2V image encoder: CLIP ViT-H/14 visual tower (XLM-R CLIP file)",
+))
+
+
+# Text encoder (``models_t5_umt5-xxl-enc-bf16.pth``): UMT5-XXL in the authors' own naming
+# (``wan/modules/t5.py`` ``T5Encoder``, saved by ``state_dict()``; the same file name, code
+# and key set in every Wan2.1 and Wan2.2 release). One ``nn.Sequential`` index renamed
+# (``ffn.gate.0``, the Linear before the GELU); the token table and each block's
+# relative-position table are ``nn.Embedding`` weights, whose stored layout ([vocab, dim],
+# [num_buckets, heads]) is already vidax's: the converter must not transpose them as Linear
+# weights, and their leaf is ``embedding``. The pattern also covers a shared top-level
+# ``pos_embedding`` (``shared_pos=True`` in the same code).
+TEXT_ENCODER = Mapper(
+    name="wan2_1.text_encoder",
+    description="UMT5-XXL encoder, authors' layout (wan.modules.t5.T5Encoder state dict)",
+    rules=(
+        Transform(r"(^|\.)(token_embedding|pos_embedding\.embedding)\.weight$",
+                  layout="embedding", leaf="embedding"),
+        Rename(r"\.ffn\.gate\.0\.", ".ffn.gate."),
+    ),
+)
+
+register(ComponentSpec(
+    model_type="wan2_1", component="text_encoder", layout="original",
+    model="vidax.models.t5:T5Encoder", config="vidax.models.t5:T5Config",
+    mapper="vidax.translator.mappings.wan2_1:TEXT_ENCODER",
+    variants={"t2v-1.3b": "umt5_xxl", "t2v-14b": "umt5_xxl", "i2v-14b": "umt5_xxl",
+              "flf2v-14b": "umt5_xxl"},
+    files=("models_t5_umt5-xxl-enc-bf16.pth",),
+    description="UMT5-XXL text encoder (bf16 file), shared by every Wan2.1 and Wan2.2 release",
+))
+
+# Wan2.2 ships the same encoder file under the same name (its t5.py is byte-identical).
+for _variant in ("t2v-a14b", "i2v-a14b", "ti2v-5b"):
+    alias("wan2_2", _variant, "text_encoder", "original",
+          Alias("wan2_1", "t2v-14b", "text_encoder", "original"))

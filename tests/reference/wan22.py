@@ -1,0 +1,246 @@
+"""The authors' Wan DiT, ``wan.modules.model`` of the ``wan22`` package, importable on CPU.
+
+``wan22`` (Wan-Video/Wan2.2, installed with ``--no-deps``) does not import as-is on a
+CPU-only machine without its full dependency set. :func:`model_module` returns
+``wan.modules.model`` after these patches:
+
+1. ``wan/__init__.py`` imports every pipeline (text2video, image2video, speech2video,
+   animate, ...) and their dependencies. It is bypassed: bare module objects for ``wan`` and
+   ``wan.modules`` are registered in ``sys.modules`` with ``__path__`` pointing at the
+   installed directories, so only ``wan/modules/model.py`` and what it imports
+   (``wan/modules/attention.py``, diffusers' ``ConfigMixin``/``ModelMixin``) run.
+2. ``wan.modules.attention.flash_attention`` asserts a CUDA device and calls flash-attn
+   (not installed). The name the model module uses, ``wan.modules.model.flash_attention``,
+   is replaced with :func:`sdpa_flash_attention`: the same variable-length semantics through
+   ``torch.nn.functional.scaled_dot_product_attention``. One deliberate difference: the
+   original casts float32 inputs to bfloat16 for the kernel; the oracle keeps float32.
+3. Nothing else: neither module calls ``torch.cuda.current_device`` at import (checked), so
+   it is not patched; the ``torch.amp.autocast("cuda", ...)`` blocks are inactive on a CPU
+   build (float32 throughout, so they would change nothing anyway).
+
+Test-only; vidax itself never imports torch.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import sys
+import types
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+
+def sdpa_flash_attention(q, k, v, q_lens=None, k_lens=None, dropout_p=0.0, softmax_scale=None,
+                         q_scale=None, causal=False, window_size=(-1, -1), deterministic=False,
+                         dtype=torch.bfloat16, version=None):
+    """``wan.modules.attention.flash_attention`` on CPU, ``[B, L, heads, head_dim]`` layout.
+
+    Semantics kept from the flash-attn varlen call it replaces:
+
+    * ``k_lens[b]``: sample ``b`` attends only to its first ``k_lens[b]`` keys (the rest of
+      its row is padding); ``None`` means all keys.
+    * ``q_lens``: the original drops queries past ``q_lens[b]`` and then unflattens to
+      ``(B, Lq)``, which only works when every ``q_lens[b] == Lq``; that is the one case
+      accepted here (the model never passes ``q_lens``).
+    * ``softmax_scale`` (default ``1/sqrt(head_dim)``) and ``q_scale`` as given; the output
+      has ``q``'s dtype.
+
+    Not reproduced (the DiT never asks for them): dropout, causal masking and local windows
+    raise; ``dtype``/``version``/``deterministic`` only steer the CUDA kernel.
+    """
+    del deterministic, dtype, version
+    if dropout_p or causal or tuple(window_size) != (-1, -1):
+        raise NotImplementedError("the CPU oracle supports only dropout 0, non-causal, global "
+                                  "attention")
+    b, lq, lk = q.shape[0], q.shape[1], k.shape[1]
+    if q_lens is not None and bool((torch.as_tensor(q_lens) != lq).any()):
+        raise NotImplementedError("q_lens shorter than the query length")
+    if q_scale is not None:
+        q = q * q_scale
+    mask = None
+    if k_lens is not None:
+        k_lens = torch.as_tensor(k_lens, device=k.device)
+        keep = torch.arange(lk, device=k.device)[None, :] < k_lens[:, None]  # [B, Lk]
+        mask = keep[:, None, None, :]
+    out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                         attn_mask=mask, scale=softmax_scale)
+    return out.transpose(1, 2).to(q.dtype)
+
+
+def _bare_package(name: str, path: Path) -> types.ModuleType:
+    module = sys.modules.get(name)
+    if module is None:
+        module = types.ModuleType(name)
+        module.__path__ = [str(path)]
+        sys.modules[name] = module
+    return module
+
+
+@functools.cache
+def model_module() -> types.ModuleType:
+    """``wan.modules.model`` from the installed wan22 package, patched to run on CPU."""
+    spec = importlib.util.find_spec("wan")  # locates the package without running __init__
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("the wan22 package is not installed (see requirements/)")
+    root = Path(next(iter(spec.submodule_search_locations)))
+    _bare_package("wan", root)
+    _bare_package("wan.modules", root / "modules")
+    module = importlib.import_module("wan.modules.model")
+    module.flash_attention = sdpa_flash_attention
+    return module
+
+
+# ----------------------------------------------------------------------------- CLIP (image encoder)
+class _Normalize:
+    """``torchvision.transforms.Normalize`` (``F.normalize``): ``(x - mean) / std`` per channel
+    of a ``[..., C, H, W]`` tensor, in the tensor's dtype; not in place."""
+
+    def __init__(self, mean, std, inplace=False):
+        self.mean, self.std, self.inplace = list(mean), list(std), inplace
+
+    def __call__(self, tensor):
+        mean = torch.as_tensor(self.mean, dtype=tensor.dtype, device=tensor.device).view(-1, 1, 1)
+        std = torch.as_tensor(self.std, dtype=tensor.dtype, device=tensor.device).view(-1, 1, 1)
+        return (tensor if self.inplace else tensor.clone()).sub_(mean).div_(std)
+
+
+class _Unused:
+    """A torchvision transform the CLIP oracle builds but never calls."""
+
+    def __init__(self, *args, **kwargs):
+        self.args, self.kwargs = args, kwargs
+
+    def __call__(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} is a stand-in (torchvision is not "
+                                  "installed); CLIPModel.visual does not call it")
+
+
+def _torchvision_stand_in() -> dict[str, types.ModuleType]:
+    transforms = types.ModuleType("torchvision.transforms")
+    transforms.Normalize = _Normalize
+    transforms.Compose = type("Compose", (), {"__init__": lambda self, t: setattr(
+        self, "transforms", list(t))})
+    transforms.Resize = type("Resize", (_Unused,), {})
+    transforms.ToTensor = type("ToTensor", (_Unused,), {})
+    transforms.InterpolationMode = types.SimpleNamespace(BICUBIC="bicubic")
+    package = types.ModuleType("torchvision")
+    package.transforms = transforms
+    return {"torchvision": package, "torchvision.transforms": transforms}
+
+
+def _wan_root() -> Path:
+    """The installed ``wan`` directory, also once a bare ``wan`` is in ``sys.modules``."""
+    loaded = sys.modules.get("wan")
+    if loaded is not None and getattr(loaded, "__path__", None):
+        return Path(next(iter(loaded.__path__)))
+    spec = importlib.util.find_spec("wan")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("the wan22 package is not installed (see requirements/)")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _with_spec(module: types.ModuleType) -> None:
+    """Give a bare package a spec, so that ``importlib.util.find_spec`` of it (which
+    :func:`model_module` calls, and which raises on a spec-less entry) keeps working in
+    whichever order the two oracles are built."""
+    import importlib.machinery
+
+    if module.__spec__ is None:
+        spec = importlib.machinery.ModuleSpec(module.__name__, None, is_package=True)
+        spec.submodule_search_locations = list(module.__path__)
+        module.__spec__ = spec
+
+
+@functools.cache
+def clip_module() -> types.ModuleType:
+    """``wan.modules.animate.clip`` (the Wan2.1 ``wan/modules/clip.py``: the same code but for
+    its relative imports) from the installed wan22 package, patched to run on CPU.
+
+    The same bypass as :func:`model_module` (``wan/__init__.py`` and, here, also
+    ``wan/modules/animate/__init__.py``, which imports the whole Animate model, are not run),
+    plus:
+
+    * ``flash_attention`` -> :func:`sdpa_flash_attention` (float32 kept).
+    * torchvision is not installed; the module imports ``torchvision.transforms as T`` only to
+      build ``_clip``'s transforms, of which ``CLIPModel.visual`` calls ``T.Normalize`` alone
+      (``transforms.transforms[-1]``). Stand-ins are placed in ``sys.modules`` for the import
+      only and removed after it, so nothing else (diffusers' torchvision check) sees them:
+      a faithful ``Normalize`` (:class:`_Normalize`) and inert ``Compose``/``Resize``/
+      ``ToTensor`` that refuse to run.
+    """
+    root = _wan_root()
+    for name, path in (("wan", root), ("wan.modules", root / "modules"),
+                       ("wan.modules.animate", root / "modules" / "animate")):
+        _with_spec(_bare_package(name, path))
+    # Its other imports first, without the stand-ins: transformers (via the tokenizer wrapper)
+    # probes for torchvision with find_spec, which a spec-less stand-in would break.
+    for name in ("wan.modules.attention", "wan.modules.tokenizers",
+                 "wan.modules.animate.xlm_roberta"):
+        importlib.import_module(name)
+    stand_ins = {k: v for k, v in _torchvision_stand_in().items() if k not in sys.modules}
+    sys.modules.update(stand_ins)
+    try:
+        module = importlib.import_module("wan.modules.animate.clip")
+    finally:
+        for name in stand_ins:
+            sys.modules.pop(name, None)
+    module.flash_attention = sdpa_flash_attention
+    return module
+
+
+def _wan_modules_root() -> Path:
+    """The installed ``wan/modules`` folder, with the bare ``wan`` / ``wan.modules`` packages
+    registered (see :func:`model_module`)."""
+    spec = importlib.util.find_spec("wan")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("the wan22 package is not installed (see requirements/)")
+    root = Path(next(iter(spec.submodule_search_locations)))
+    _bare_package("wan", root)
+    _bare_package("wan.modules", root / "modules")
+    return root / "modules"
+
+
+@functools.cache
+def tokenizers_module() -> types.ModuleType:
+    """``wan.modules.tokenizers`` (``HuggingfaceTokenizer``: the authors' prompt cleaning over
+    transformers' ``AutoTokenizer``). Needs ftfy, regex and transformers; nothing patched."""
+    _wan_modules_root()
+    return importlib.import_module("wan.modules.tokenizers")
+
+
+@functools.cache
+def t5_module() -> types.ModuleType:
+    """``wan.modules.t5`` (``T5Encoder``, the UMT5 text encoder), importable on CPU.
+
+    One patch: ``T5EncoderModel.__init__`` has the default ``device=torch.cuda.current_device()``,
+    evaluated when the module is imported, which raises on a CPU-only torch. During the import
+    ``torch.cuda.current_device`` returns ``"cpu"`` (so that default becomes the CPU), and is
+    restored afterwards. ``T5Encoder`` and the layers the tests use are untouched.
+    """
+    tokenizers_module()
+    current_device = torch.cuda.current_device
+    torch.cuda.current_device = lambda: "cpu"
+    try:
+        return importlib.import_module("wan.modules.t5")
+    finally:
+        torch.cuda.current_device = current_device
+
+
+@functools.cache
+def fm_solvers() -> tuple[types.ModuleType, types.ModuleType]:
+    """The authors' flow-matching samplers: ``wan.utils.fm_solvers_unipc`` (UniPC) and
+    ``wan.utils.fm_solvers`` (DPM-Solver++, ``get_sampling_sigmas``, ``retrieve_timesteps``).
+
+    Only ``wan/__init__.py`` is bypassed; ``wan/utils/__init__.py`` imports just these two
+    modules (and diffusers' scheduler base classes), so it runs as shipped.
+    """
+    spec = importlib.util.find_spec("wan")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("the wan22 package is not installed (see requirements/)")
+    _bare_package("wan", Path(next(iter(spec.submodule_search_locations))))
+    return (importlib.import_module("wan.utils.fm_solvers_unipc"),
+            importlib.import_module("wan.utils.fm_solvers"))

@@ -1,0 +1,408 @@
+"""The Wan2.1 diffusion transformer (DiT), after the authors' ``wan.modules.model.WanModel``.
+
+Mirrors Wan-Video/Wan2.1 ``wan/modules/model.py`` (t2v, i2v, flf2v; the class is the same
+for every release, only the config differs). Module attribute names follow the authors'
+modules so the checkpoint mapper stays mechanical; where torch uses ``nn.Sequential``
+indices the names here are:
+
+=============================  ===================================
+authors (torch)                vidax
+=============================  ===================================
+``text_embedding.0`` / ``.2``  ``text_embedding.fc1`` / ``.fc2``
+``time_embedding.0`` / ``.2``  ``time_embedding.fc1`` / ``.fc2``
+``time_projection.1``          ``time_projection.fc``
+``blocks.N.ffn.0`` / ``.2``    ``blocks.N.ffn.fc1`` / ``.fc2``
+``img_emb.proj.0/1/3/4``       ``img_emb.norm1/fc1/fc2/norm2``
+=============================  ===================================
+
+Layout: channels-last and batched. Latents are ``[B, T, H, W, C]``; every sample of a batch
+has the same ``T, H, W`` (the authors' ragged lists are not needed here), so no token is
+padding and self-attention needs no mask.
+
+Precision: activations and the residual stream are float32 (parameters stored in another
+dtype are cast at use). The authors' float32 islands (timestep embedding and projection,
+modulation, norms, the gated residual adds) are explicit casts, so a lower-precision matmul
+policy can be added without touching them. The sinusoidal timestep embedding is computed in
+float64 as theirs is (:func:`vidax.nn.embeddings.sinusoidal_embedding`) and the RoPE tables
+come from float64 host math (:mod:`vidax.nn.rope`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from math import prod
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from vidax.errors import VidaxError
+from vidax.nn.attention import attention
+from vidax.nn.embeddings import sinusoidal_embedding
+from vidax.nn.layers import Conv, KeyGen, LayerNorm, Linear, RMSNorm, init_param
+from vidax.nn.rope import apply_rope, axial_rope
+
+MODEL_TYPES = ("t2v", "i2v", "flf2v")
+# The image branch's width is fixed in the authors' code (``MLPProj(1280, dim)``): the
+# hidden size of the CLIP ViT-H/14 whose features it takes.
+CLIP_DIM = 1280
+# CLIP tokens per image (256 patches + class token) and flf2v's two images
+# (``FIRST_LAST_FRAME_CONTEXT_TOKEN_NUMBER``), which ``img_emb.emb_pos`` covers.
+CLIP_TOKENS = 257
+FLF2V_CLIP_TOKENS = 2 * CLIP_TOKENS
+# ``img_emb`` uses torch.nn.LayerNorm's default eps, not the model's.
+IMG_EMB_EPS = 1e-5
+
+
+@dataclass(frozen=True)
+class WanDiTConfig:
+    """The authors' ``WanModel`` hyper-parameters; the defaults are their ``__init__``'s.
+
+    Those defaults matter: the released ``config.json`` files omit the keys the authors list
+    in ``ignore_for_config`` (patch_size, cross_attn_norm, qk_norm, text_dim, window_size),
+    so :meth:`from_dict` falls back to them exactly as ``WanModel.from_pretrained`` does.
+    """
+
+    model_type: str = "t2v"
+    patch_size: tuple[int, int, int] = (1, 2, 2)
+    text_len: int = 512
+    in_dim: int = 16
+    dim: int = 2048
+    ffn_dim: int = 8192
+    freq_dim: int = 256
+    text_dim: int = 4096
+    out_dim: int = 16
+    num_heads: int = 16
+    num_layers: int = 32
+    window_size: tuple[int, int] = (-1, -1)
+    qk_norm: bool = True
+    cross_attn_norm: bool = True
+    eps: float = 1e-6
+
+    def __post_init__(self):
+        object.__setattr__(self, "patch_size", tuple(int(p) for p in self.patch_size))
+        object.__setattr__(self, "window_size", tuple(int(w) for w in self.window_size))
+        if self.model_type not in MODEL_TYPES:
+            raise VidaxError(f"Wan2.1 DiT model_type must be one of {MODEL_TYPES}, "
+                             f"got {self.model_type!r}")
+        if len(self.patch_size) != 3:
+            raise VidaxError(f"Wan2.1 DiT patch_size must have 3 entries, got {self.patch_size}")
+        if self.window_size != (-1, -1):
+            raise VidaxError(f"Wan2.1 DiT window_size {self.window_size}: only global attention "
+                             "(-1, -1) is implemented, the setting of every released checkpoint")
+        if self.dim % self.num_heads or (self.dim // self.num_heads) % 2:
+            raise VidaxError(f"Wan2.1 DiT dim {self.dim} must split into {self.num_heads} heads "
+                             "of an even size")
+
+    @property
+    def head_dim(self) -> int:
+        return self.dim // self.num_heads
+
+    @property
+    def rope_axis_dims(self) -> tuple[int, int, int]:
+        """Real RoPE dims per (t, h, w) axis: ``d - 4(d//6), 2(d//6), 2(d//6)`` (44/42/42)."""
+        d = self.head_dim
+        return d - 4 * (d // 6), 2 * (d // 6), 2 * (d // 6)
+
+    @property
+    def has_image_branch(self) -> bool:
+        return self.model_type in ("i2v", "flf2v")
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> WanDiTConfig:
+        """From the authors' ``config.json`` or a manifest's ``config``.
+
+        Keys starting with ``_`` (diffusers' ``ConfigMixin`` bookkeeping: ``_class_name``,
+        ``_diffusers_version``, ``_name_or_path``) are ignored; any other unknown key is an
+        error, since it means a different architecture (e.g. VACE's ``vace_layers``).
+        """
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(k for k in d if k not in names and not k.startswith("_"))
+        if unknown:
+            raise VidaxError(f"unknown Wan2.1 DiT config keys {unknown}")
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    @classmethod
+    def t2v_1_3b(cls) -> WanDiTConfig:
+        return cls(model_type="t2v", in_dim=16, dim=1536, ffn_dim=8960, num_heads=12,
+                   num_layers=30)
+
+    @classmethod
+    def t2v_14b(cls) -> WanDiTConfig:
+        """Wan2.1-T2V-14B (and T2I-14B)."""
+        return cls(model_type="t2v", in_dim=16, dim=5120, ffn_dim=13824, num_heads=40,
+                   num_layers=40)
+
+    @classmethod
+    def i2v_14b(cls) -> WanDiTConfig:
+        """Wan2.1-I2V-14B-480P and -720P (same config)."""
+        return dataclasses.replace(cls.t2v_14b(), model_type="i2v", in_dim=36)
+
+    @classmethod
+    def flf2v_14b(cls) -> WanDiTConfig:
+        """Wan2.1-FLF2V-14B-720P."""
+        return dataclasses.replace(cls.t2v_14b(), model_type="flf2v", in_dim=36)
+
+    @classmethod
+    def tiny(cls, model_type: str = "t2v") -> WanDiTConfig:
+        """For tests: tiny widths, every structural feature kept.
+
+        head_dim 16 gives RoPE axes 8/4/4 (unequal, like 44/42/42); text_len stays 512
+        because the authors split image from text tokens by a hard-coded 512.
+        """
+        return cls(model_type=model_type, in_dim=16 if model_type == "t2v" else 36, dim=64,
+                   ffn_dim=128, text_dim=32, num_heads=4, num_layers=2)
+
+
+class _MLP(nnx.Module):
+    """Linear -> activation -> Linear (the authors' two-Linear ``nn.Sequential`` stacks)."""
+
+    def __init__(self, in_dim: int, hidden_dim: int, out_dim: int, act: Callable, *,
+                 keys: KeyGen, param_dtype):
+        self.fc1 = Linear(in_dim, hidden_dim, keys=keys, param_dtype=param_dtype)
+        self.fc2 = Linear(hidden_dim, out_dim, keys=keys, param_dtype=param_dtype)
+        self.act = act
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return self.fc2(self.act(self.fc1(x)))
+
+
+def _gelu_tanh(x):
+    return jax.nn.gelu(x, approximate=True)
+
+
+def _gelu(x):
+    return jax.nn.gelu(x, approximate=False)
+
+
+def _maybe(norm, x):
+    return x if norm is None else norm(x)
+
+
+class TimeProjection(nnx.Module):
+    """SiLU -> Linear(dim, 6*dim): the authors' ``time_projection``."""
+
+    def __init__(self, dim: int, *, keys: KeyGen, param_dtype):
+        self.fc = Linear(dim, 6 * dim, keys=keys, param_dtype=param_dtype)
+
+    def __call__(self, e: jax.Array) -> jax.Array:
+        return self.fc(jax.nn.silu(e))
+
+
+class WanSelfAttention(nnx.Module):
+    """Mirrors ``WanSelfAttention``: q/k RMSNorm over the whole dim, then 3D RoPE on q, k."""
+
+    def __init__(self, dim: int, num_heads: int, *, qk_norm: bool, eps: float, keys: KeyGen,
+                 param_dtype):
+        self.num_heads = num_heads
+        self.q = Linear(dim, dim, keys=keys, param_dtype=param_dtype)
+        self.k = Linear(dim, dim, keys=keys, param_dtype=param_dtype)
+        self.v = Linear(dim, dim, keys=keys, param_dtype=param_dtype)
+        self.o = Linear(dim, dim, keys=keys, param_dtype=param_dtype)
+        self.norm_q = RMSNorm(dim, eps=eps, param_dtype=param_dtype) if qk_norm else None
+        self.norm_k = RMSNorm(dim, eps=eps, param_dtype=param_dtype) if qk_norm else None
+
+    def _heads(self, x: jax.Array) -> jax.Array:
+        return x.reshape(*x.shape[:2], self.num_heads, -1)
+
+    def __call__(self, x: jax.Array, rope: tuple[jax.Array, jax.Array]) -> jax.Array:
+        q = apply_rope(self._heads(_maybe(self.norm_q, self.q(x))), *rope)
+        k = apply_rope(self._heads(_maybe(self.norm_k, self.k(x))), *rope)
+        out = attention(q, k, self._heads(self.v(x)))
+        return self.o(out.reshape(x.shape))
+
+
+class WanCrossAttention(nnx.Module):
+    """Mirrors ``WanT2VCrossAttention`` and, with ``image_branch``, ``WanI2VCrossAttention``.
+
+    The text keys are all ``text_len`` tokens, zero padding included: the authors pass
+    ``context_lens=None``, so nothing is masked. The image branch attends the same queries
+    over the CLIP tokens with its own k/v and adds the result before ``o``.
+    """
+
+    def __init__(self, dim: int, num_heads: int, *, qk_norm: bool, eps: float,
+                 image_branch: bool, keys: KeyGen, param_dtype):
+        self.num_heads = num_heads
+        self.q = Linear(dim, dim, keys=keys, param_dtype=param_dtype)
+        self.k = Linear(dim, dim, keys=keys, param_dtype=param_dtype)
+        self.v = Linear(dim, dim, keys=keys, param_dtype=param_dtype)
+        self.o = Linear(dim, dim, keys=keys, param_dtype=param_dtype)
+        self.norm_q = RMSNorm(dim, eps=eps, param_dtype=param_dtype) if qk_norm else None
+        self.norm_k = RMSNorm(dim, eps=eps, param_dtype=param_dtype) if qk_norm else None
+        if image_branch:
+            self.k_img = Linear(dim, dim, keys=keys, param_dtype=param_dtype)
+            self.v_img = Linear(dim, dim, keys=keys, param_dtype=param_dtype)
+            self.norm_k_img = RMSNorm(dim, eps=eps, param_dtype=param_dtype) if qk_norm else None
+
+    def _heads(self, x: jax.Array) -> jax.Array:
+        return x.reshape(*x.shape[:2], self.num_heads, -1)
+
+    def __call__(self, x: jax.Array, context: jax.Array,
+                 context_img: jax.Array | None = None) -> jax.Array:
+        q = self._heads(_maybe(self.norm_q, self.q(x)))
+        k = self._heads(_maybe(self.norm_k, self.k(context)))
+        out = attention(q, k, self._heads(self.v(context)))
+        if context_img is not None:
+            k_img = self._heads(_maybe(self.norm_k_img, self.k_img(context_img)))
+            out = out + attention(q, k_img, self._heads(self.v_img(context_img)))
+        return self.o(out.reshape(x.shape))
+
+
+class WanAttentionBlock(nnx.Module):
+    """Mirrors ``WanAttentionBlock``: modulated self-attention, cross-attention, modulated FFN."""
+
+    def __init__(self, cfg: WanDiTConfig, *, keys: KeyGen, param_dtype):
+        dim = cfg.dim
+        self.norm1 = LayerNorm(dim, eps=cfg.eps, affine=False)
+        self.self_attn = WanSelfAttention(dim, cfg.num_heads, qk_norm=cfg.qk_norm, eps=cfg.eps,
+                                          keys=keys, param_dtype=param_dtype)
+        self.norm3 = (LayerNorm(dim, eps=cfg.eps, param_dtype=param_dtype)
+                      if cfg.cross_attn_norm else None)
+        self.cross_attn = WanCrossAttention(dim, cfg.num_heads, qk_norm=cfg.qk_norm,
+                                            eps=cfg.eps, image_branch=cfg.has_image_branch,
+                                            keys=keys, param_dtype=param_dtype)
+        self.norm2 = LayerNorm(dim, eps=cfg.eps, affine=False)
+        self.ffn = _MLP(dim, cfg.ffn_dim, dim, _gelu_tanh, keys=keys, param_dtype=param_dtype)
+        self.modulation = init_param(keys, (1, 6, dim), std=dim ** -0.5, dtype=param_dtype)
+
+    def __call__(self, x: jax.Array, e0: jax.Array, context: jax.Array,
+                 context_img: jax.Array | None, rope: tuple[jax.Array, jax.Array]) -> jax.Array:
+        """``x [B, L, dim]``; ``e0 [B, 6, dim]`` the projected time embedding."""
+        f32 = jnp.float32
+        # (shift, scale, gate) of self-attention, then of the FFN; each [B, 1, dim], fp32.
+        e = jnp.split(self.modulation[...].astype(f32) + e0.astype(f32), 6, axis=1)
+        y = self.self_attn(self.norm1(x).astype(f32) * (1 + e[1]) + e[0], rope)
+        x = x.astype(f32) + y.astype(f32) * e[2]
+        x = x + self.cross_attn(_maybe(self.norm3, x), context, context_img)
+        y = self.ffn(self.norm2(x).astype(f32) * (1 + e[4]) + e[3])
+        return x + y.astype(f32) * e[5]
+
+
+class Head(nnx.Module):
+    """Mirrors ``Head``: modulated LayerNorm (no affine) then Linear to patch pixels."""
+
+    def __init__(self, cfg: WanDiTConfig, *, keys: KeyGen, param_dtype):
+        self.norm = LayerNorm(cfg.dim, eps=cfg.eps, affine=False)
+        self.head = Linear(cfg.dim, prod(cfg.patch_size) * cfg.out_dim, keys=keys,
+                           param_dtype=param_dtype)
+        self.modulation = init_param(keys, (1, 2, cfg.dim), std=cfg.dim ** -0.5,
+                                     dtype=param_dtype)
+
+    def __call__(self, x: jax.Array, e: jax.Array) -> jax.Array:
+        """``x [B, L, dim]``; ``e [B, dim]`` the time embedding (before the projection)."""
+        f32 = jnp.float32
+        shift, scale = jnp.split(self.modulation[...].astype(f32) + e.astype(f32)[:, None], 2,
+                                 axis=1)
+        return self.head(self.norm(x).astype(f32) * (1 + scale) + shift)
+
+
+class MLPProj(nnx.Module):
+    """Mirrors ``MLPProj`` (``img_emb``): CLIP features -> context tokens.
+
+    LayerNorm -> Linear -> GELU (exact) -> Linear -> LayerNorm; for flf2v a learned position
+    embedding over the 2 x 257 tokens of the first and last frame is added first.
+    """
+
+    def __init__(self, dim: int, *, flf_pos_emb: bool, keys: KeyGen, param_dtype):
+        self.norm1 = LayerNorm(CLIP_DIM, eps=IMG_EMB_EPS, param_dtype=param_dtype)
+        self.fc1 = Linear(CLIP_DIM, CLIP_DIM, keys=keys, param_dtype=param_dtype)
+        self.fc2 = Linear(CLIP_DIM, dim, keys=keys, param_dtype=param_dtype)
+        self.norm2 = LayerNorm(dim, eps=IMG_EMB_EPS, param_dtype=param_dtype)
+        if flf_pos_emb:
+            self.emb_pos = nnx.Param(jnp.zeros((1, FLF2V_CLIP_TOKENS, CLIP_DIM), param_dtype))
+
+    def __call__(self, clip_fea: jax.Array) -> jax.Array:
+        if hasattr(self, "emb_pos"):
+            clip_fea = clip_fea + self.emb_pos[...].astype(clip_fea.dtype)
+        return self.norm2(self.fc2(_gelu(self.fc1(self.norm1(clip_fea)))))
+
+
+class WanDiT(nnx.Module):
+    """The Wan2.1 DiT (t2v, i2v, flf2v): ``WanModel`` in Flax NNX, channels-last and batched."""
+
+    def __init__(self, config: WanDiTConfig, *, keys: KeyGen | int = 0,
+                 param_dtype=jnp.float32):
+        if not isinstance(keys, KeyGen):
+            keys = KeyGen(keys)
+        cfg = self.config = config
+        kw = dict(keys=keys, param_dtype=param_dtype)
+        self.patch_embedding = Conv(cfg.in_dim, cfg.dim, cfg.patch_size, stride=cfg.patch_size,
+                                    **kw)
+        self.text_embedding = _MLP(cfg.text_dim, cfg.dim, cfg.dim, _gelu_tanh, **kw)
+        self.time_embedding = _MLP(cfg.freq_dim, cfg.dim, cfg.dim, jax.nn.silu, **kw)
+        self.time_projection = TimeProjection(cfg.dim, **kw)
+        self.blocks = nnx.List([WanAttentionBlock(cfg, **kw) for _ in range(cfg.num_layers)])
+        self.head = Head(cfg, **kw)
+        if cfg.has_image_branch:
+            self.img_emb = MLPProj(cfg.dim, flf_pos_emb=cfg.model_type == "flf2v", **kw)
+
+    def __call__(self, x: jax.Array, t: jax.Array, context: jax.Array, *,
+                 clip_fea: jax.Array | None = None, y: jax.Array | None = None) -> jax.Array:
+        """Predict the flow (velocity) for latents ``x``; mirrors ``WanModel.forward``.
+
+        Args:
+          x: latents ``[B, T, H, W, C]`` (C = in_dim, or in_dim - 20 when ``y`` is given).
+          t: timesteps ``[B]`` (or a scalar for the whole batch), float in [0, 1000].
+          context: text embeddings ``[B, L, text_dim]`` with ``L <= text_len``; zero-padded
+            to ``text_len`` here, and the padding is attended to, as the authors do.
+          clip_fea: i2v ``[B, 257, 1280]`` CLIP features; flf2v ``[B, 514, 1280]``, the
+            first frame's 257 tokens then the last frame's.
+          y: i2v/flf2v condition ``[B, T, H, W, 20]`` (4 mask + 16 latent channels),
+            concatenated after ``x`` on channels.
+
+        Returns:
+          ``[B, T, H, W, out_dim]``, float32.
+        """
+        cfg = self.config
+        x = jnp.asarray(x, jnp.float32)
+        if cfg.has_image_branch and (clip_fea is None or y is None):
+            raise VidaxError(f"the Wan2.1 {cfg.model_type} DiT needs clip_fea and y")
+        if not cfg.has_image_branch and clip_fea is not None:
+            raise VidaxError("the Wan2.1 t2v DiT takes no clip_fea")
+        if y is not None:
+            x = jnp.concatenate([x, jnp.asarray(y, x.dtype)], axis=-1)
+        b, *size, channels = x.shape
+        if channels != cfg.in_dim or any(n % p for n, p in zip(size, cfg.patch_size)):
+            raise VidaxError(f"Wan2.1 DiT input {tuple(x.shape)} (x and y together) must be "
+                             f"[B, T, H, W, {cfg.in_dim}] with T, H, W divisible by "
+                             f"{cfg.patch_size}")
+        if context.shape[1] > cfg.text_len:
+            raise VidaxError(f"text context has {context.shape[1]} tokens, more than "
+                             f"text_len {cfg.text_len}")
+
+        x = self.patch_embedding(x)
+        grid = x.shape[1:4]
+        x = x.reshape(b, -1, cfg.dim)
+
+        # Time embedding and its 6-way projection: an fp32 island.
+        t = jnp.broadcast_to(jnp.asarray(t), (b,))
+        e = self.time_embedding(sinusoidal_embedding(t, cfg.freq_dim))
+        e0 = self.time_projection(e).reshape(b, 6, cfg.dim)
+
+        context = jnp.asarray(context, x.dtype)
+        context = jnp.pad(context, ((0, 0), (0, cfg.text_len - context.shape[1]), (0, 0)))
+        context = self.text_embedding(context)
+        # The authors prepend the image tokens to the text tokens and split them again
+        # inside every cross-attention; keeping them apart is the same computation.
+        context_img = None
+        if cfg.has_image_branch:
+            expected = FLF2V_CLIP_TOKENS if cfg.model_type == "flf2v" else CLIP_TOKENS
+            if clip_fea.shape[1:] != (expected, CLIP_DIM):
+                raise VidaxError(f"{cfg.model_type} clip_fea must be [B, {expected}, "
+                                 f"{CLIP_DIM}], got {tuple(clip_fea.shape)}")
+            context_img = self.img_emb(jnp.asarray(clip_fea, x.dtype))
+
+        rope = axial_rope(grid, cfg.rope_axis_dims)
+        for block in self.blocks:
+            x = block(x, e0, context, context_img, rope)
+        x = self.head(x, e)
+        return self.unpatchify(x, grid)
+
+    def unpatchify(self, x: jax.Array, grid: tuple[int, int, int]) -> jax.Array:
+        """``[B, f*h*w, pt*ph*pw*C]`` -> ``[B, f*pt, h*ph, w*pw, C]`` (``WanModel.unpatchify``)."""
+        (f, h, w), (pt, ph, pw) = grid, self.config.patch_size
+        x = x.reshape(x.shape[0], f, h, w, pt, ph, pw, self.config.out_dim)
+        x = x.transpose(0, 1, 4, 2, 5, 3, 6, 7)
+        return x.reshape(x.shape[0], f * pt, h * ph, w * pw, self.config.out_dim)
