@@ -244,3 +244,15 @@ def fm_solvers() -> tuple[types.ModuleType, types.ModuleType]:
     _bare_package("wan", Path(next(iter(spec.submodule_search_locations))))
     return (importlib.import_module("wan.utils.fm_solvers_unipc"),
             importlib.import_module("wan.utils.fm_solvers"))
+
+
+@functools.cache
+def vae2_1_module() -> types.ModuleType:
+    """``wan.modules.vae2_1`` (``WanVAE_``, the Wan2.1 VAE; Wan2.1's ``wan/modules/vae.py``
+    under another name). Only ``wan/__init__.py`` is bypassed: the module needs torch and
+    einops, runs on CPU as shipped, and calls nothing CUDA at import. The bare packages get
+    a spec (:func:`_with_spec`), so the other oracles still build after this one."""
+    root = _wan_root()
+    for name, path in (("wan", root), ("wan.modules", root / "modules")):
+        _with_spec(_bare_package(name, path))
+    return importlib.import_module("wan.modules.vae2_1")

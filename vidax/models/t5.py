@@ -59,7 +59,7 @@ import numpy as np
 from flax import nnx
 
 from vidax.errors import VidaxError
-from vidax.nn.attention import biased_attention
+from vidax.nn.attention import attention
 from vidax.nn.layers import Embedding, KeyGen, Linear
 
 
@@ -242,9 +242,8 @@ class T5Attention(nnx.Module):
     def __call__(self, x: jax.Array, mask: jax.Array | None, pos_bias: jax.Array) -> jax.Array:
         b, n = x.shape[0], x.shape[1]
         heads = lambda t: t.reshape(b, n, self.num_heads, -1)  # noqa: E731
-        out = biased_attention(heads(self.q(x)), heads(self.k(x)), heads(self.v(x)), pos_bias,
-                               mask=None if mask is None else mask[:, None, None, :],
-                               scale=1.0)
+        out = attention(heads(self.q(x)), heads(self.k(x)), heads(self.v(x)), bias=pos_bias,
+                        mask=None if mask is None else mask[:, None, None, :], scale=1.0)
         return self.o(out.reshape(b, n, -1))
 
 

@@ -17,32 +17,19 @@ IMPLEMENTATIONS = ("xla", "cudnn")
 
 
 def attention(q: jax.Array, k: jax.Array, v: jax.Array, *, mask: jax.Array | None = None,
+              bias: jax.Array | None = None, scale: float | None = None,
               implementation: str | None = None) -> jax.Array:
-    """Softmax attention ``softmax(q k^T / sqrt(head_dim)) v`` over ``[B, L, heads, head_dim]``.
+    """Softmax attention ``softmax(scale * q k^T + bias) v`` over ``[B, L, heads, head_dim]``.
 
     Args:
       q: queries ``[B, Lq, H, D]``.
       k, v: keys and values ``[B, Lk, H, D]``.
       mask: optional boolean mask broadcastable to ``[B, H, Lq, Lk]``; ``True`` = attend.
+      bias: optional additive logit bias broadcastable to ``[B, H, Lq, Lk]`` (T5's relative
+        position bias).
+      scale: the logit scale; default ``1/sqrt(head_dim)`` (T5 passes 1.0).
       implementation: ``"xla"`` (the default, runs everywhere) or ``"cudnn"`` (flash
         attention on NVIDIA GPUs, half precision only).
-    """
-    implementation = implementation or "xla"
-    if implementation not in IMPLEMENTATIONS:
-        raise ValueError(f"unknown attention implementation {implementation!r}; "
-                         f"choose one of {IMPLEMENTATIONS}")
-    return jax.nn.dot_product_attention(q, k, v, mask=mask, implementation=implementation)
-
-
-def biased_attention(q: jax.Array, k: jax.Array, v: jax.Array, bias: jax.Array, *,
-                     mask: jax.Array | None = None, scale: float | None = None,
-                     implementation: str | None = None) -> jax.Array:
-    """Softmax attention with an additive logit bias: ``softmax(scale q k^T + bias) v``.
-
-    For models whose positions enter as a learned bias on the logits (T5's relative
-    position bias), and whose logits are not scaled by ``1/sqrt(head_dim)`` (T5 passes
-    ``scale=1.0``). Layout and ``mask`` as in :func:`attention`; ``bias`` broadcasts to
-    ``[B, H, Lq, Lk]``. The logits and the softmax are float32 for any input dtype.
     """
     implementation = implementation or "xla"
     if implementation not in IMPLEMENTATIONS:

@@ -19,12 +19,27 @@ Layout: channels-last and batched. Latents are ``[B, T, H, W, C]``; every sample
 has the same ``T, H, W`` (the authors' ragged lists are not needed here), so no token is
 padding and self-attention needs no mask.
 
-Precision: activations and the residual stream are float32 (parameters stored in another
-dtype are cast at use). The authors' float32 islands (timestep embedding and projection,
-modulation, norms, the gated residual adds) are explicit casts, so a lower-precision matmul
-policy can be added without touching them. The sinusoidal timestep embedding is computed in
-float64 as theirs is (:func:`vidax.nn.embeddings.sinusoidal_embedding`) and the RoPE tables
-come from float64 host math (:mod:`vidax.nn.rope`).
+Precision (``compute_dtype`` of :meth:`WanDiT.__call__`). Parameters are used in whatever
+dtype they are stored in (cast at use); the residual stream, the latents in and the flow out
+are float32 always. ``compute_dtype=float32`` (the default) runs everything in float32.
+``compute_dtype=bfloat16`` reproduces how the authors run the DiT -- float32 weights under
+``torch.amp.autocast(dtype=bfloat16)`` -- op by op:
+
+* bfloat16 (operands cast, float32 accumulation): the patch embedding, every Linear of the
+  text embedding, of ``img_emb`` (fc1, fc2) and of the blocks (q, k, v, o of both attentions,
+  k_img / v_img, the FFN) with the GELUs between them, and the attention itself (q k^T, and
+  probabilities x v; the softmax is float32, as in flash-attention).
+* float32 islands, as the authors keep them: the sinusoidal embedding (float64), the
+  ``time_embedding`` / ``time_projection`` MLPs, the modulation arithmetic, every LayerNorm
+  (autocast runs ``layer_norm`` in float32; ``img_emb``'s two included), the q/k RMSNorms
+  (statistics and the scale; their input is the bfloat16 Linear output), RoPE, the gated
+  residual adds, and the whole ``head`` (norm, modulation and its Linear). The float32
+  islands' matmuls run at "highest" precision, so a GPU's TF32 default cannot touch them
+  (PyTorch's float32 matmuls do not use TF32 either).
+
+The sinusoidal timestep embedding is computed in float64 as theirs is
+(:func:`vidax.nn.embeddings.sinusoidal_embedding`) and the RoPE tables come from float64 host
+math (:mod:`vidax.nn.rope`).
 """
 
 from __future__ import annotations
@@ -45,6 +60,9 @@ from vidax.nn.layers import Conv, KeyGen, LayerNorm, Linear, RMSNorm, init_param
 from vidax.nn.rope import apply_rope, axial_rope
 
 MODEL_TYPES = ("t2v", "i2v", "flf2v")
+#: The DiT's compute dtypes (see the module docstring).
+COMPUTE_DTYPES = (jnp.float32, jnp.bfloat16)
+_F32 = jnp.float32
 # The image branch's width is fixed in the authors' code (``MLPProj(1280, dim)``): the
 # hidden size of the CLIP ViT-H/14 whose features it takes.
 CLIP_DIM = 1280
@@ -207,10 +225,13 @@ class WanSelfAttention(nnx.Module):
     def _heads(self, x: jax.Array) -> jax.Array:
         return x.reshape(*x.shape[:2], self.num_heads, -1)
 
-    def __call__(self, x: jax.Array, rope: tuple[jax.Array, jax.Array]) -> jax.Array:
-        q = apply_rope(self._heads(_maybe(self.norm_q, self.q(x))), *rope)
-        k = apply_rope(self._heads(_maybe(self.norm_k, self.k(x))), *rope)
-        out = attention(q, k, self._heads(self.v(x)))
+    def __call__(self, x: jax.Array, rope: tuple[jax.Array, jax.Array], cd=_F32) -> jax.Array:
+        """``cd``: the compute dtype of the Linears and the attention; the q/k norms and RoPE
+        take their float32 view of the Linear outputs."""
+        x = x.astype(cd)
+        q = apply_rope(self._heads(_maybe(self.norm_q, self.q(x).astype(_F32))), *rope)
+        k = apply_rope(self._heads(_maybe(self.norm_k, self.k(x).astype(_F32))), *rope)
+        out = attention(q.astype(cd), k.astype(cd), self._heads(self.v(x)))
         return self.o(out.reshape(x.shape))
 
 
@@ -240,14 +261,19 @@ class WanCrossAttention(nnx.Module):
         return x.reshape(*x.shape[:2], self.num_heads, -1)
 
     def __call__(self, x: jax.Array, context: jax.Array,
-                 context_img: jax.Array | None = None) -> jax.Array:
-        q = self._heads(_maybe(self.norm_q, self.q(x)))
-        k = self._heads(_maybe(self.norm_k, self.k(context)))
-        out = attention(q, k, self._heads(self.v(context)))
+                 context_img: jax.Array | None = None, cd=_F32) -> jax.Array:
+        """``cd`` as in :class:`WanSelfAttention`; the text and image attention outputs are
+        summed in float32 (the authors cast both back to the float32 query's dtype)."""
+        x, context = x.astype(cd), context.astype(cd)
+        q = self._heads(_maybe(self.norm_q, self.q(x).astype(_F32))).astype(cd)
+        k = self._heads(_maybe(self.norm_k, self.k(context).astype(_F32))).astype(cd)
+        out = attention(q, k, self._heads(self.v(context))).astype(_F32)
         if context_img is not None:
-            k_img = self._heads(_maybe(self.norm_k_img, self.k_img(context_img)))
-            out = out + attention(q, k_img, self._heads(self.v_img(context_img)))
-        return self.o(out.reshape(x.shape))
+            context_img = context_img.astype(cd)
+            k_img = self._heads(_maybe(self.norm_k_img, self.k_img(context_img).astype(_F32)))
+            out = out + attention(q, k_img.astype(cd),
+                                  self._heads(self.v_img(context_img))).astype(_F32)
+        return self.o(out.reshape(x.shape).astype(cd))
 
 
 class WanAttentionBlock(nnx.Module):
@@ -268,15 +294,17 @@ class WanAttentionBlock(nnx.Module):
         self.modulation = init_param(keys, (1, 6, dim), std=dim ** -0.5, dtype=param_dtype)
 
     def __call__(self, x: jax.Array, e0: jax.Array, context: jax.Array,
-                 context_img: jax.Array | None, rope: tuple[jax.Array, jax.Array]) -> jax.Array:
-        """``x [B, L, dim]``; ``e0 [B, 6, dim]`` the projected time embedding."""
-        f32 = jnp.float32
+                 context_img: jax.Array | None, rope: tuple[jax.Array, jax.Array],
+                 cd=_F32) -> jax.Array:
+        """``x [B, L, dim]`` float32; ``e0 [B, 6, dim]`` the projected time embedding; ``cd``
+        the compute dtype of the attentions and the FFN."""
+        f32 = _F32
         # (shift, scale, gate) of self-attention, then of the FFN; each [B, 1, dim], fp32.
         e = jnp.split(self.modulation[...].astype(f32) + e0.astype(f32), 6, axis=1)
-        y = self.self_attn(self.norm1(x).astype(f32) * (1 + e[1]) + e[0], rope)
+        y = self.self_attn(self.norm1(x).astype(f32) * (1 + e[1]) + e[0], rope, cd)
         x = x.astype(f32) + y.astype(f32) * e[2]
-        x = x + self.cross_attn(_maybe(self.norm3, x), context, context_img)
-        y = self.ffn(self.norm2(x).astype(f32) * (1 + e[4]) + e[3])
+        x = x + self.cross_attn(_maybe(self.norm3, x), context, context_img, cd).astype(f32)
+        y = self.ffn((self.norm2(x).astype(f32) * (1 + e[4]) + e[3]).astype(cd))
         return x + y.astype(f32) * e[5]
 
 
@@ -313,10 +341,14 @@ class MLPProj(nnx.Module):
         if flf_pos_emb:
             self.emb_pos = nnx.Param(jnp.zeros((1, FLF2V_CLIP_TOKENS, CLIP_DIM), param_dtype))
 
-    def __call__(self, clip_fea: jax.Array) -> jax.Array:
+    def __call__(self, clip_fea: jax.Array, cd=_F32) -> jax.Array:
+        """float32 out; ``cd`` the compute dtype of the two Linears and the GELU (the
+        LayerNorms are float32, as autocast runs them)."""
+        clip_fea = clip_fea.astype(_F32)
         if hasattr(self, "emb_pos"):
-            clip_fea = clip_fea + self.emb_pos[...].astype(clip_fea.dtype)
-        return self.norm2(self.fc2(_gelu(self.fc1(self.norm1(clip_fea)))))
+            clip_fea = clip_fea + self.emb_pos[...].astype(_F32)
+        h = self.fc2(_gelu(self.fc1(self.norm1(clip_fea).astype(cd))))
+        return self.norm2(h.astype(_F32))
 
 
 class WanDiT(nnx.Module):
@@ -339,7 +371,8 @@ class WanDiT(nnx.Module):
             self.img_emb = MLPProj(cfg.dim, flf_pos_emb=cfg.model_type == "flf2v", **kw)
 
     def __call__(self, x: jax.Array, t: jax.Array, context: jax.Array, *,
-                 clip_fea: jax.Array | None = None, y: jax.Array | None = None) -> jax.Array:
+                 clip_fea: jax.Array | None = None, y: jax.Array | None = None,
+                 compute_dtype=jnp.float32) -> jax.Array:
         """Predict the flow (velocity) for latents ``x``; mirrors ``WanModel.forward``.
 
         Args:
@@ -351,11 +384,17 @@ class WanDiT(nnx.Module):
             first frame's 257 tokens then the last frame's.
           y: i2v/flf2v condition ``[B, T, H, W, 20]`` (4 mask + 16 latent channels),
             concatenated after ``x`` on channels.
+          compute_dtype: ``jnp.float32`` (everything float32) or ``jnp.bfloat16`` (the
+            authors' autocast: bfloat16 matmuls and attention, their float32 islands kept;
+            see the module docstring).
 
         Returns:
           ``[B, T, H, W, out_dim]``, float32.
         """
         cfg = self.config
+        cd = jnp.dtype(compute_dtype)
+        if cd not in COMPUTE_DTYPES:
+            raise VidaxError(f"Wan2.1 DiT compute_dtype must be float32 or bfloat16, got {cd}")
         x = jnp.asarray(x, jnp.float32)
         if cfg.has_image_branch and (clip_fea is None or y is None):
             raise VidaxError(f"the Wan2.1 {cfg.model_type} DiT needs clip_fea and y")
@@ -372,18 +411,19 @@ class WanDiT(nnx.Module):
             raise VidaxError(f"text context has {context.shape[1]} tokens, more than "
                              f"text_len {cfg.text_len}")
 
-        x = self.patch_embedding(x)
+        x = self.patch_embedding(x.astype(cd)).astype(_F32)
         grid = x.shape[1:4]
         x = x.reshape(b, -1, cfg.dim)
 
         # Time embedding and its 6-way projection: an fp32 island.
         t = jnp.broadcast_to(jnp.asarray(t), (b,))
-        e = self.time_embedding(sinusoidal_embedding(t, cfg.freq_dim))
-        e0 = self.time_projection(e).reshape(b, 6, cfg.dim)
+        with jax.default_matmul_precision("highest"):
+            e = self.time_embedding(sinusoidal_embedding(t, cfg.freq_dim))
+            e0 = self.time_projection(e).reshape(b, 6, cfg.dim)
 
-        context = jnp.asarray(context, x.dtype)
+        context = jnp.asarray(context, _F32)
         context = jnp.pad(context, ((0, 0), (0, cfg.text_len - context.shape[1]), (0, 0)))
-        context = self.text_embedding(context)
+        context = self.text_embedding(context.astype(cd))
         # The authors prepend the image tokens to the text tokens and split them again
         # inside every cross-attention; keeping them apart is the same computation.
         context_img = None
@@ -392,12 +432,13 @@ class WanDiT(nnx.Module):
             if clip_fea.shape[1:] != (expected, CLIP_DIM):
                 raise VidaxError(f"{cfg.model_type} clip_fea must be [B, {expected}, "
                                  f"{CLIP_DIM}], got {tuple(clip_fea.shape)}")
-            context_img = self.img_emb(jnp.asarray(clip_fea, x.dtype))
+            context_img = self.img_emb(jnp.asarray(clip_fea), cd)
 
         rope = axial_rope(grid, cfg.rope_axis_dims)
         for block in self.blocks:
-            x = block(x, e0, context, context_img, rope)
-        x = self.head(x, e)
+            x = block(x, e0, context, context_img, rope, cd)
+        with jax.default_matmul_precision("highest"):  # the head: an fp32 island
+            x = self.head(x, e)
         return self.unpatchify(x, grid)
 
     def unpatchify(self, x: jax.Array, grid: tuple[int, int, int]) -> jax.Array:

@@ -108,3 +108,49 @@ register(ComponentSpec(
 for _variant in ("t2v-a14b", "i2v-a14b", "ti2v-5b"):
     alias("wan2_2", _variant, "text_encoder", "original",
           Alias("wan2_1", "t2v-14b", "text_encoder", "original"))
+
+
+# ----------------------------------------------------------------------------- VAE
+# Wan2.1_VAE.pth: the authors' ``WanVAE_`` state dict (wan/modules/vae2_1.py; also Wan2.2's
+# A14B VAE and Cosmos-Predict2.5's tokenizer.pth, the same keys). ``nn.Sequential`` indices
+# become names (see vidax.models.wan2_1.vae); the flat ``downsamples.N`` / ``upsamples.N``
+# numbering is kept. Every RMS_norm ``gamma`` is stored broadcastable ([C, 1, 1, 1] in the
+# residual blocks and heads, [C, 1, 1] in the attention blocks) and becomes ``scale`` [C].
+# The converter's automatic layout handles the rest: Conv3d / Conv2d weights channels-last.
+from vidax.registry import Alias, ComponentSpec, alias, register  # noqa: E402
+from vidax.translator.mapping import Mapper, Rename, Transform  # noqa: E402
+
+VAE = Mapper(
+    name="wan2_1.vae",
+    description="Wan2.1 VAE, authors' layout (WanVAE_ state dict)",
+    rules=(
+        Transform(r"\.gamma$", leaf="scale", reshape=lambda shape: (shape[0],)),
+        Rename(r"\.residual\.0\.", ".norm1."),
+        Rename(r"\.residual\.2\.", ".conv1."),
+        Rename(r"\.residual\.3\.", ".norm2."),
+        Rename(r"\.residual\.6\.", ".conv2."),
+        Rename(r"\.middle\.0\.", ".mid_block1."),
+        Rename(r"\.middle\.1\.", ".mid_attn."),
+        Rename(r"\.middle\.2\.", ".mid_block2."),
+        Rename(r"\.head\.0\.", ".head_norm."),
+        Rename(r"\.head\.2\.", ".head_conv."),
+        Rename(r"\.resample\.1\.", ".conv."),
+    ),
+)
+
+register(ComponentSpec(
+    model_type="wan2_1", component="vae", layout="original",
+    model="vidax.models.wan2_1.vae:WanVAE", config="vidax.models.wan2_1.vae:WanVAEConfig",
+    mapper="vidax.translator.mappings.wan2_1:VAE",
+    variants={"t2v-1.3b": "wan2_1", "t2v-14b": "wan2_1", "i2v-14b": "wan2_1",
+              "flf2v-14b": "wan2_1"},
+    files=("Wan2.1_VAE.pth",),
+    description="Wan2.1 causal 3D VAE (z 16, stride 4x8x8); also Wan2.2 A14B's VAE and "
+                "Cosmos-Predict2.5's tokenizer.pth",
+))
+
+# Wan2.2's A14B models load Wan2.1_VAE.pth (their configs name it); Cosmos-Predict2.5 ships
+# the same file as tokenizer.pth (its manifest: layout "original", component "vae").
+for _family, _variant in (("wan2_2", "t2v-a14b"), ("wan2_2", "i2v-a14b"),
+                          ("cosmos2_5", "predict-2b")):
+    alias(_family, _variant, "vae", "original", Alias("wan2_1", "t2v-14b", "vae", "original"))

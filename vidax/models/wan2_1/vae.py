@@ -1,0 +1,437 @@
+"""The Wan2.1 VAE, after the authors' ``WanVAE_`` (``wan/modules/vae2_1.py`` of Wan2.2,
+``wan/modules/vae.py`` of Wan2.1: the same code).
+
+A causal 3D-conv autoencoder: video ``[B, 4n+1, H, W, 3]`` in [-1, 1] <-> latents
+``[B, n+1, H/8, W/8, z_dim]``. The same file is ``Wan2.1_VAE.pth`` in every Wan2.1 release,
+the VAE of Wan2.2's A14B models, and Cosmos-Predict2.5's ``tokenizer.pth``.
+
+Chunks, as the authors run them (``WanVAE_.encode`` / ``.decode``): the encoder takes the
+first frame alone, then 4 frames at a time; the decoder one latent frame at a time. Every
+causal conv carries the last frames of its input from chunk to chunk
+(:mod:`vidax.nn.causal_conv`); the authors' first-chunk special cases become static Python
+here (the temporal resampling convs do not run on the first chunk, so its one frame stays one
+frame) and their ``None`` / ``'Rep'`` cache states become arrays:
+
+* ``None`` (no cache yet): the first chunk runs without a cache; each conv pads with zeros,
+  which is what the authors' ``F.pad`` does.
+* ``'Rep'`` (decoder temporal upsampling after the first chunk): two zero frames, exactly the
+  padding the authors' next ``time_conv(x)`` call (no cache) applies.
+* A cache the authors keep as 1 frame (a 1-frame chunk with no earlier cache) and later pad
+  with one zero frame, or grow with the previous cache's last frame: always the last 2 frames
+  of everything the conv has seen, zero padding included; the same numbers in one fixed shape.
+
+So one jitted function runs each chunk: the first chunk and the later chunks compile once
+each, driven by a Python loop that donates the cache from chunk to chunk (DESIGN.md §7).
+Decoded chunks move to the host as they are produced.
+
+Module names mirror the authors'; where torch uses ``nn.Sequential`` indices the names are:
+
+====================================  =====================================
+authors (torch)                       vidax
+====================================  =====================================
+``*.residual.0`` / ``.2``             ``*.norm1`` / ``*.conv1``
+``*.residual.3`` / ``.6``             ``*.norm2`` / ``*.conv2``
+``{encoder,decoder}.middle.0/1/2``    ``.mid_block1`` / ``.mid_attn`` / ``.mid_block2``
+``{encoder,decoder}.head.0`` / ``.2`` ``.head_norm`` / ``.head_conv``
+``*.resample.1`` (Resample)           ``*.conv``
+====================================  =====================================
+
+``encoder.downsamples.N`` / ``decoder.upsamples.N`` keep the authors' flat numbering. Norm
+``gamma`` tensors (stored ``[C, 1, 1, 1]`` / ``[C, 1, 1]``) are ``scale`` ``[C]`` here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from vidax.errors import VidaxError
+from vidax.nn.attention import attention
+from vidax.nn.causal_conv import CausalConv3d, ChunkCache
+from vidax.nn.layers import Conv, KeyGen
+
+# The latent statistics of the released VAE: constants of the authors' ``Wan2_1_VAE`` wrapper
+# (not stored in the file). Latents are normalised as ``(mu - mean) * (1 / std)``.
+WAN2_1_LATENTS_MEAN = (-0.7571, -0.7089, -0.9113, 0.1075, -0.1745, 0.9653, -0.1517, 1.5508,
+                       0.4134, -0.0715, 0.5517, -0.3632, -0.1922, -0.9497, 0.2503, -0.2921)
+WAN2_1_LATENTS_STD = (2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743,
+                      3.2687, 2.1526, 2.8652, 1.5579, 1.6382, 1.1253, 2.8251, 1.9160)
+# Frames per encoder chunk after the first (the authors' ``1 + 4 * (i - 1) : 1 + 4 * i``):
+# the temporal stride, so each later chunk makes exactly one latent frame.
+ENCODE_CHUNK = 4
+
+
+@dataclass(frozen=True)
+class WanVAEConfig:
+    """The authors' ``WanVAE_`` hyper-parameters plus the latent statistics.
+
+    ``temporal_downsample`` is the authors' ``temperal_downsample`` (their spelling is
+    accepted by :meth:`from_dict`); the decoder upsamples in the reverse order.
+    """
+
+    dim: int = 96
+    z_dim: int = 16
+    dim_mult: tuple[int, ...] = (1, 2, 4, 4)
+    num_res_blocks: int = 2
+    temporal_downsample: tuple[bool, ...] = (False, True, True)
+    latents_mean: tuple[float, ...] = WAN2_1_LATENTS_MEAN
+    latents_std: tuple[float, ...] = WAN2_1_LATENTS_STD
+
+    def __post_init__(self):
+        for name in ("dim_mult", "temporal_downsample", "latents_mean", "latents_std"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        if len(self.dim_mult) != 4:
+            # The decoder's channel halving after each upsampling is written for four levels
+            # (``if i == 1 or i == 2 or i == 3`` in the authors' Decoder3d).
+            raise VidaxError(f"Wan2.1 VAE dim_mult must have 4 levels, got {self.dim_mult}")
+        if len(self.temporal_downsample) != len(self.dim_mult) - 1:
+            raise VidaxError(f"Wan2.1 VAE temporal_downsample needs {len(self.dim_mult) - 1} "
+                             f"entries, got {self.temporal_downsample}")
+        if sum(self.temporal_downsample) != 2:
+            # Chunks of 1 + 4k frames and 4n+1 <-> n+1 assume a temporal stride of 4.
+            raise VidaxError("Wan2.1 VAE: exactly two levels must downsample in time (stride 4), "
+                             f"got temporal_downsample {self.temporal_downsample}")
+        if len(self.latents_mean) != self.z_dim or len(self.latents_std) != self.z_dim:
+            raise VidaxError(f"Wan2.1 VAE latents_mean/std need z_dim={self.z_dim} values each, "
+                             f"got {len(self.latents_mean)} and {len(self.latents_std)}")
+
+    @property
+    def spatial_stride(self) -> int:
+        return 2 ** (len(self.dim_mult) - 1)
+
+    @property
+    def temporal_stride(self) -> int:
+        return 2 ** sum(self.temporal_downsample)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> WanVAEConfig:
+        """From the authors' ``WanVAE_`` keyword arguments (a manifest's ``config``).
+
+        ``attn_scales`` must be empty (the released setting; the authors' chunked
+        encode/decode cannot run attention inside the down/up blocks) and ``dropout`` is
+        accepted and unused (inference). Keys starting with ``_`` are ignored; any other
+        unknown key is an error.
+        """
+        d = dict(d)
+        if d.pop("attn_scales", []):
+            raise VidaxError(f"Wan2.1 VAE attn_scales {d.get('attn_scales')}: only [] (the "
+                             "released setting) is supported")
+        d.pop("dropout", None)
+        if "temperal_downsample" in d:
+            d["temporal_downsample"] = d.pop("temperal_downsample")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(k for k in d if k not in names and not k.startswith("_"))
+        if unknown:
+            raise VidaxError(f"unknown Wan2.1 VAE config keys {unknown}")
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    @classmethod
+    def wan2_1(cls) -> WanVAEConfig:
+        """``Wan2.1_VAE.pth`` (every Wan2.1 release, Wan2.2 A14B, Cosmos-Predict2.5)."""
+        return cls()
+
+    @classmethod
+    def tiny(cls) -> WanVAEConfig:
+        """For tests: the released block structure at width 8 and 4 latent channels (their
+        statistics: the first 4 released values)."""
+        return cls(dim=8, z_dim=4, latents_mean=WAN2_1_LATENTS_MEAN[:4],
+                   latents_std=WAN2_1_LATENTS_STD[:4])
+
+
+class RMSNorm(nnx.Module):
+    """The authors' ``RMS_norm`` over channels: ``F.normalize(x) * sqrt(C) * gamma``.
+
+    An L2 normalisation with a 1e-12 floor on the norm (not an epsilon inside the mean, as in
+    ``vidax.nn.layers.RMSNorm``), computed in float32.
+    """
+
+    def __init__(self, dim: int, *, param_dtype=jnp.float32):
+        self.scale = nnx.Param(jnp.ones((dim,), param_dtype))
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        xf = x.astype(jnp.float32)
+        norm = jnp.sqrt(jnp.sum(jnp.square(xf), axis=-1, keepdims=True))
+        y = xf / jnp.maximum(norm, 1e-12) * (x.shape[-1] ** 0.5)
+        return (y * self.scale[...].astype(jnp.float32)).astype(x.dtype)
+
+
+def _per_frame(fn, x: jax.Array) -> jax.Array:
+    """Apply a 2D (image) op to every frame of ``[B, T, H, W, C]`` (``b c t h w -> (b t) c h w``)."""
+    b, t = x.shape[:2]
+    y = fn(x.reshape(b * t, *x.shape[2:]))
+    return y.reshape(b, t, *y.shape[1:])
+
+
+class ResidualBlock(nnx.Module):
+    """Mirrors ``ResidualBlock``: (norm, SiLU, causal conv) twice, plus a 1x1x1 shortcut
+    conv where the width changes. Dropout is the identity at inference."""
+
+    def __init__(self, in_dim: int, out_dim: int, *, keys: KeyGen, param_dtype):
+        kw = {"keys": keys, "param_dtype": param_dtype}
+        self.norm1 = RMSNorm(in_dim, param_dtype=param_dtype)
+        self.conv1 = CausalConv3d(in_dim, out_dim, 3, padding=1, **kw)
+        self.norm2 = RMSNorm(out_dim, param_dtype=param_dtype)
+        self.conv2 = CausalConv3d(out_dim, out_dim, 3, padding=1, **kw)
+        self.shortcut = CausalConv3d(in_dim, out_dim, 1, **kw) if in_dim != out_dim else None
+
+    def __call__(self, x: jax.Array, cache: ChunkCache) -> jax.Array:
+        h = x if self.shortcut is None else self.shortcut(x)
+        x = cache.conv(self.conv1, jax.nn.silu(self.norm1(x)))
+        x = cache.conv(self.conv2, jax.nn.silu(self.norm2(x)))
+        return x + h
+
+
+class AttentionBlock(nnx.Module):
+    """Mirrors ``AttentionBlock``: single-head self-attention over the pixels of each frame."""
+
+    def __init__(self, dim: int, *, keys: KeyGen, param_dtype):
+        kw = {"keys": keys, "param_dtype": param_dtype}
+        self.norm = RMSNorm(dim, param_dtype=param_dtype)
+        self.to_qkv = Conv(dim, 3 * dim, (1, 1), **kw)
+        self.proj = Conv(dim, dim, (1, 1), **kw)
+
+    def _frame(self, x: jax.Array) -> jax.Array:
+        n, h, w, c = x.shape
+        # to_qkv's output channels are [q | k | v] (the authors' ``chunk(3, dim=-1)``).
+        q, k, v = jnp.split(self.to_qkv(self.norm(x)).reshape(n, h * w, 1, 3 * c), 3, axis=-1)
+        return self.proj(attention(q, k, v).reshape(n, h, w, c))
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return _per_frame(self._frame, x) + x
+
+
+class Resample(nnx.Module):
+    """Mirrors ``Resample``: 2x spatial down/up-sampling per frame, and for the ``*3d`` modes
+    2x temporal down/up-sampling by a causal conv, skipped on the first chunk.
+
+    ``upsample*``: nearest 2x (the authors' ``nearest-exact``, the same at an integer
+    scale), then a 3x3 conv halving the channels. ``upsample3d`` first doubles the frames:
+    ``time_conv`` makes ``2C`` channels, the first ``C`` of them frame ``2t``, the rest frame
+    ``2t+1``.
+
+    ``downsample*``: zero-pad right and bottom by one, 3x3 conv with stride 2.
+    ``downsample3d`` then halves the frames with a stride-2 conv over the previous chunk's
+    last frame and this chunk's frames (``context=1``: its cache is that one frame).
+    """
+
+    MODES = ("upsample2d", "upsample3d", "downsample2d", "downsample3d")
+
+    def __init__(self, dim: int, mode: str, *, keys: KeyGen, param_dtype):
+        if mode not in self.MODES:
+            raise VidaxError(f"Resample mode must be one of {self.MODES}, got {mode!r}")
+        kw = {"keys": keys, "param_dtype": param_dtype}
+        self.mode = mode
+        if mode.startswith("upsample"):
+            self.conv = Conv(dim, dim // 2, (3, 3), padding=1, **kw)
+        else:
+            self.conv = Conv(dim, dim, (3, 3), stride=2, padding=((0, 1), (0, 1)), **kw)
+        if mode == "upsample3d":
+            self.time_conv = CausalConv3d(dim, 2 * dim, (3, 1, 1), **kw)
+        elif mode == "downsample3d":
+            self.time_conv = CausalConv3d(dim, dim, (3, 1, 1), stride=(2, 1, 1), context=1, **kw)
+
+    def _upsample_frame(self, x: jax.Array) -> jax.Array:
+        return self.conv(jnp.repeat(jnp.repeat(x, 2, axis=1), 2, axis=2))
+
+    def __call__(self, x: jax.Array, cache: ChunkCache) -> jax.Array:
+        if self.mode == "upsample3d":
+            if cache.first:
+                # The authors' 'Rep': no temporal upsampling now; the next call pads with zeros.
+                cache.skip(jnp.zeros((x.shape[0], self.time_conv.context, *x.shape[2:]),
+                                     x.dtype))
+            else:
+                b, t, h, w, c = x.shape
+                x = cache.conv(self.time_conv, x).reshape(b, t, h, w, 2, c)
+                x = x.transpose(0, 1, 4, 2, 3, 5).reshape(b, 2 * t, h, w, c)
+        if self.mode.startswith("upsample"):
+            return _per_frame(self._upsample_frame, x)
+        x = _per_frame(self.conv, x)
+        if self.mode == "downsample3d":
+            if cache.first:
+                # The first frame is not downsampled in time; it is the next chunk's context.
+                cache.skip(x[:, -self.time_conv.context:])
+            else:
+                x = cache.conv(self.time_conv, x)
+        return x
+
+
+class Encoder3d(nnx.Module):
+    """Mirrors ``Encoder3d`` (``attn_scales=[]``): video ``[B, T, H, W, 3]`` -> ``out_dim``
+    channels (``2 z_dim``: mean and log-variance) at 1/8 the size."""
+
+    def __init__(self, cfg: WanVAEConfig, *, keys: KeyGen, param_dtype):
+        kw = {"keys": keys, "param_dtype": param_dtype}
+        dims = [cfg.dim * u for u in (1, *cfg.dim_mult)]
+        self.conv1 = CausalConv3d(3, dims[0], 3, padding=1, **kw)
+        blocks: list[nnx.Module] = []
+        for i, (in_dim, out_dim) in enumerate(itertools.pairwise(dims)):
+            for _ in range(cfg.num_res_blocks):
+                blocks.append(ResidualBlock(in_dim, out_dim, **kw))
+                in_dim = out_dim
+            if i != len(cfg.dim_mult) - 1:
+                mode = "downsample3d" if cfg.temporal_downsample[i] else "downsample2d"
+                blocks.append(Resample(out_dim, mode, **kw))
+        self.downsamples = nnx.List(blocks)
+        self.mid_block1 = ResidualBlock(out_dim, out_dim, **kw)
+        self.mid_attn = AttentionBlock(out_dim, **kw)
+        self.mid_block2 = ResidualBlock(out_dim, out_dim, **kw)
+        self.head_norm = RMSNorm(out_dim, param_dtype=param_dtype)
+        self.head_conv = CausalConv3d(out_dim, 2 * cfg.z_dim, 3, padding=1, **kw)
+
+    def __call__(self, x: jax.Array, cache: ChunkCache) -> jax.Array:
+        x = cache.conv(self.conv1, x)
+        for layer in self.downsamples:
+            x = layer(x, cache)
+        x = self.mid_block2(self.mid_attn(self.mid_block1(x, cache)), cache)
+        return cache.conv(self.head_conv, jax.nn.silu(self.head_norm(x)))
+
+
+class Decoder3d(nnx.Module):
+    """Mirrors ``Decoder3d`` (``attn_scales=[]``): ``z_dim`` latents -> RGB at 8x the size."""
+
+    def __init__(self, cfg: WanVAEConfig, *, keys: KeyGen, param_dtype):
+        kw = {"keys": keys, "param_dtype": param_dtype}
+        dims = [cfg.dim * u for u in (cfg.dim_mult[-1], *cfg.dim_mult[::-1])]
+        temporal_upsample = cfg.temporal_downsample[::-1]
+        self.conv1 = CausalConv3d(cfg.z_dim, dims[0], 3, padding=1, **kw)
+        self.mid_block1 = ResidualBlock(dims[0], dims[0], **kw)
+        self.mid_attn = AttentionBlock(dims[0], **kw)
+        self.mid_block2 = ResidualBlock(dims[0], dims[0], **kw)
+        blocks: list[nnx.Module] = []
+        for i, (in_dim, out_dim) in enumerate(itertools.pairwise(dims)):
+            if i > 0:  # the previous level's upsampling conv halved the channels
+                in_dim //= 2
+            for _ in range(cfg.num_res_blocks + 1):
+                blocks.append(ResidualBlock(in_dim, out_dim, **kw))
+                in_dim = out_dim
+            if i != len(cfg.dim_mult) - 1:
+                mode = "upsample3d" if temporal_upsample[i] else "upsample2d"
+                blocks.append(Resample(out_dim, mode, **kw))
+        self.upsamples = nnx.List(blocks)
+        self.head_norm = RMSNorm(out_dim, param_dtype=param_dtype)
+        self.head_conv = CausalConv3d(out_dim, 3, 3, padding=1, **kw)
+
+    def __call__(self, x: jax.Array, cache: ChunkCache) -> jax.Array:
+        x = cache.conv(self.conv1, x)
+        x = self.mid_block2(self.mid_attn(self.mid_block1(x, cache)), cache)
+        for layer in self.upsamples:
+            x = layer(x, cache)
+        return cache.conv(self.head_conv, jax.nn.silu(self.head_norm(x)))
+
+
+class WanVAE(nnx.Module):
+    """The Wan2.1 VAE (``WanVAE_``) in Flax NNX: channels-last video, chunked, jitted per chunk.
+
+    Use :meth:`encode` and :meth:`decode`; :meth:`encode_chunk` / :meth:`decode_chunk` are
+    the per-chunk computations they jit.
+    """
+
+    def __init__(self, config: WanVAEConfig, *, keys: KeyGen | int = 0,
+                 param_dtype=jnp.float32):
+        if not isinstance(keys, KeyGen):
+            keys = KeyGen(keys)
+        cfg = self.config = config
+        kw = {"keys": keys, "param_dtype": param_dtype}
+        self.encoder = Encoder3d(cfg, **kw)
+        self.conv1 = CausalConv3d(2 * cfg.z_dim, 2 * cfg.z_dim, 1, **kw)
+        self.conv2 = CausalConv3d(cfg.z_dim, cfg.z_dim, 1, **kw)
+        self.decoder = Decoder3d(cfg, **kw)
+
+    # ----------------------------------------------------------------------------- per chunk
+    def encode_chunk(self, x: jax.Array, cache: tuple[jax.Array, ...] | None
+                     ) -> tuple[jax.Array, jax.Array, tuple[jax.Array, ...]]:
+        """One encoder chunk (the first frame, or 4 frames): ``(mu, log_var, cache)``, the
+        moments unnormalised, one latent frame."""
+        chunk_cache = ChunkCache(cache)
+        mu, log_var = jnp.split(self.conv1(self.encoder(x, chunk_cache)), 2, axis=-1)
+        return mu, log_var, chunk_cache.result()
+
+    def decode_chunk(self, z: jax.Array, cache: tuple[jax.Array, ...] | None
+                     ) -> tuple[jax.Array, tuple[jax.Array, ...]]:
+        """One decoder chunk: one unnormalised latent frame -> 1 (first) or 4 video frames."""
+        chunk_cache = ChunkCache(cache)
+        x = self.decoder(self.conv2(z), chunk_cache)
+        return x, chunk_cache.result()
+
+    # ----------------------------------------------------------------------------- whole videos
+    def _statistics(self) -> tuple[np.ndarray, np.ndarray]:
+        """(mean, 1/std) in float32, as the authors' wrapper computes its ``scale``."""
+        mean = np.asarray(self.config.latents_mean, np.float32)
+        inv_std = np.float32(1.0) / np.asarray(self.config.latents_std, np.float32)
+        return mean, inv_std
+
+    def encode(self, video, *, normalize: bool = True, return_log_var: bool = False):
+        """Video ``[B, 4n+1, H, W, 3]`` in [-1, 1] -> latent mean ``[B, n+1, H/8, W/8, z_dim]``.
+
+        Mirrors ``Wan2_1_VAE.encode`` / ``WanVAE_.encode``: the posterior mean, normalised as
+        ``(mu - mean) / std`` with the latent statistics unless ``normalize=False``. With
+        ``return_log_var`` also the (never normalised) log-variance: ``(mu, log_var)``.
+        """
+        cfg = self.config
+        if getattr(video, "ndim", None) != 5 or video.shape[-1] != 3:
+            raise VidaxError(f"Wan2.1 VAE encode takes video [B, T, H, W, 3], got shape "
+                             f"{tuple(getattr(video, 'shape', ()))}")
+        _, t, h, w, _ = video.shape
+        s, ts = cfg.spatial_stride, cfg.temporal_stride
+        if t % ts != 1 or h % s or w % s:
+            raise VidaxError(f"Wan2.1 VAE encode: video of {t} frames at {h}x{w}; the frame "
+                             f"count must be {ts}n+1 (1, 5, 9, ..., 81) and height and width "
+                             f"multiples of {s}")
+        graphdef, state = nnx.split(self)
+        bounds = [(0, 1)] + [(i, i + ENCODE_CHUNK) for i in range(1, t, ENCODE_CHUNK)]
+        mus, log_vars, cache = [], [], None
+        for start, stop in bounds:
+            chunk = jnp.asarray(video[:, start:stop], jnp.float32)
+            mu, log_var, cache = _encode_chunk(graphdef, state, chunk, cache)
+            mus.append(mu)
+            log_vars.append(log_var)
+        mu = jnp.concatenate(mus, axis=1)
+        if normalize:
+            mean, inv_std = self._statistics()
+            mu = (mu - mean) * inv_std
+        return (mu, jnp.concatenate(log_vars, axis=1)) if return_log_var else mu
+
+    def decode(self, latents, *, normalized: bool = True, clamp: bool = True) -> np.ndarray:
+        """Latents ``[B, n+1, h, w, z_dim]`` -> video ``[B, 4n+1, 8h, 8w, 3]`` (numpy, float32).
+
+        Mirrors ``Wan2_1_VAE.decode``: latents are un-normalised first (``normalized=False``:
+        they are raw posterior samples), the output is clamped to [-1, 1] unless
+        ``clamp=False`` (``WanVAE_.decode`` itself does not clamp). Each decoded chunk goes to
+        host memory as soon as it is ready.
+        """
+        cfg = self.config
+        if getattr(latents, "ndim", None) != 5 or latents.shape[-1] != cfg.z_dim:
+            raise VidaxError(f"Wan2.1 VAE decode takes latents [B, T, h, w, {cfg.z_dim}], got "
+                             f"shape {tuple(getattr(latents, 'shape', ()))}")
+        z = jnp.asarray(latents, jnp.float32)
+        if normalized:
+            mean, inv_std = self._statistics()
+            z = z / inv_std + mean
+        graphdef, state = nnx.split(self)
+        frames, cache = [], None
+        for i in range(z.shape[1]):
+            out, cache = _decode_chunk(graphdef, state, z[:, i:i + 1], cache)
+            frames.append(np.asarray(out))
+        video = np.concatenate(frames, axis=1)
+        return np.clip(video, -1.0, 1.0) if clamp else video
+
+
+# One jitted function per direction; the cache pytree (None on the first chunk) selects the
+# compiled program, so a video compiles two programs per direction and chunk shape. The cache
+# is donated: each chunk's carry reuses the previous one's buffers.
+@functools.partial(jax.jit, static_argnums=0, donate_argnums=3)
+def _encode_chunk(graphdef, state, x, cache):
+    return nnx.merge(graphdef, state).encode_chunk(x, cache)
+
+
+@functools.partial(jax.jit, static_argnums=0, donate_argnums=3)
+def _decode_chunk(graphdef, state, z, cache):
+    return nnx.merge(graphdef, state).decode_chunk(z, cache)
