@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.machinery
 import importlib.util
 import sys
 import types
@@ -56,7 +57,7 @@ def sdpa_flash_attention(q, k, v, q_lens=None, k_lens=None, dropout_p=0.0, softm
     if dropout_p or causal or tuple(window_size) != (-1, -1):
         raise NotImplementedError("the CPU oracle supports only dropout 0, non-causal, global "
                                   "attention")
-    b, lq, lk = q.shape[0], q.shape[1], k.shape[1]
+    lq, lk = q.shape[1], k.shape[1]
     if q_lens is not None and bool((torch.as_tensor(q_lens) != lq).any()):
         raise NotImplementedError("q_lens shorter than the query length")
     if q_scale is not None:
@@ -71,24 +72,39 @@ def sdpa_flash_attention(q, k, v, q_lens=None, k_lens=None, dropout_p=0.0, softm
     return out.transpose(1, 2).to(q.dtype)
 
 
-def _bare_package(name: str, path: Path) -> types.ModuleType:
-    module = sys.modules.get(name)
-    if module is None:
+def _wan_root() -> Path:
+    """The installed ``wan`` directory, also once a bare ``wan`` is in ``sys.modules``."""
+    loaded = sys.modules.get("wan")
+    if loaded is not None and getattr(loaded, "__path__", None):
+        return Path(next(iter(loaded.__path__)))
+    spec = importlib.util.find_spec("wan")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("the wan22 package is not installed (see requirements/)")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _packages(*names: str) -> None:
+    """Register bare packages (``"wan"``, ``"wan.modules"``, ...) pointing at the installed
+    folders, so their submodules import without running the packages' ``__init__.py``.
+    Each gets a spec, so ``importlib.util.find_spec`` of it keeps working (transformers and
+    diffusers probe with it) whichever oracle is built first."""
+    root = _wan_root()
+    for name in names:
+        if name in sys.modules:
+            continue
+        path = root.joinpath(*name.split(".")[1:])
         module = types.ModuleType(name)
         module.__path__ = [str(path)]
+        spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+        spec.submodule_search_locations = [str(path)]
+        module.__spec__ = spec
         sys.modules[name] = module
-    return module
 
 
 @functools.cache
 def model_module() -> types.ModuleType:
     """``wan.modules.model`` from the installed wan22 package, patched to run on CPU."""
-    spec = importlib.util.find_spec("wan")  # locates the package without running __init__
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError("the wan22 package is not installed (see requirements/)")
-    root = Path(next(iter(spec.submodule_search_locations)))
-    _bare_package("wan", root)
-    _bare_package("wan.modules", root / "modules")
+    _packages("wan", "wan.modules")
     module = importlib.import_module("wan.modules.model")
     module.flash_attention = sdpa_flash_attention
     return module
@@ -132,29 +148,6 @@ def _torchvision_stand_in() -> dict[str, types.ModuleType]:
     return {"torchvision": package, "torchvision.transforms": transforms}
 
 
-def _wan_root() -> Path:
-    """The installed ``wan`` directory, also once a bare ``wan`` is in ``sys.modules``."""
-    loaded = sys.modules.get("wan")
-    if loaded is not None and getattr(loaded, "__path__", None):
-        return Path(next(iter(loaded.__path__)))
-    spec = importlib.util.find_spec("wan")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError("the wan22 package is not installed (see requirements/)")
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
-def _with_spec(module: types.ModuleType) -> None:
-    """Give a bare package a spec, so that ``importlib.util.find_spec`` of it (which
-    :func:`model_module` calls, and which raises on a spec-less entry) keeps working in
-    whichever order the two oracles are built."""
-    import importlib.machinery
-
-    if module.__spec__ is None:
-        spec = importlib.machinery.ModuleSpec(module.__name__, None, is_package=True)
-        spec.submodule_search_locations = list(module.__path__)
-        module.__spec__ = spec
-
-
 @functools.cache
 def clip_module() -> types.ModuleType:
     """``wan.modules.animate.clip`` (the Wan2.1 ``wan/modules/clip.py``: the same code but for
@@ -172,10 +165,7 @@ def clip_module() -> types.ModuleType:
       a faithful ``Normalize`` (:class:`_Normalize`) and inert ``Compose``/``Resize``/
       ``ToTensor`` that refuse to run.
     """
-    root = _wan_root()
-    for name, path in (("wan", root), ("wan.modules", root / "modules"),
-                       ("wan.modules.animate", root / "modules" / "animate")):
-        _with_spec(_bare_package(name, path))
+    _packages("wan", "wan.modules", "wan.modules.animate")
     # Its other imports first, without the stand-ins: transformers (via the tokenizer wrapper)
     # probes for torchvision with find_spec, which a spec-less stand-in would break.
     for name in ("wan.modules.attention", "wan.modules.tokenizers",
@@ -192,23 +182,11 @@ def clip_module() -> types.ModuleType:
     return module
 
 
-def _wan_modules_root() -> Path:
-    """The installed ``wan/modules`` folder, with the bare ``wan`` / ``wan.modules`` packages
-    registered (see :func:`model_module`)."""
-    spec = importlib.util.find_spec("wan")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError("the wan22 package is not installed (see requirements/)")
-    root = Path(next(iter(spec.submodule_search_locations)))
-    _bare_package("wan", root)
-    _bare_package("wan.modules", root / "modules")
-    return root / "modules"
-
-
 @functools.cache
 def tokenizers_module() -> types.ModuleType:
     """``wan.modules.tokenizers`` (``HuggingfaceTokenizer``: the authors' prompt cleaning over
     transformers' ``AutoTokenizer``). Needs ftfy, regex and transformers; nothing patched."""
-    _wan_modules_root()
+    _packages("wan", "wan.modules")
     return importlib.import_module("wan.modules.tokenizers")
 
 
@@ -238,10 +216,7 @@ def fm_solvers() -> tuple[types.ModuleType, types.ModuleType]:
     Only ``wan/__init__.py`` is bypassed; ``wan/utils/__init__.py`` imports just these two
     modules (and diffusers' scheduler base classes), so it runs as shipped.
     """
-    spec = importlib.util.find_spec("wan")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError("the wan22 package is not installed (see requirements/)")
-    _bare_package("wan", Path(next(iter(spec.submodule_search_locations))))
+    _packages("wan")
     return (importlib.import_module("wan.utils.fm_solvers_unipc"),
             importlib.import_module("wan.utils.fm_solvers"))
 
@@ -250,9 +225,6 @@ def fm_solvers() -> tuple[types.ModuleType, types.ModuleType]:
 def vae2_1_module() -> types.ModuleType:
     """``wan.modules.vae2_1`` (``WanVAE_``, the Wan2.1 VAE; Wan2.1's ``wan/modules/vae.py``
     under another name). Only ``wan/__init__.py`` is bypassed: the module needs torch and
-    einops, runs on CPU as shipped, and calls nothing CUDA at import. The bare packages get
-    a spec (:func:`_with_spec`), so the other oracles still build after this one."""
-    root = _wan_root()
-    for name, path in (("wan", root), ("wan.modules", root / "modules")):
-        _with_spec(_bare_package(name, path))
+    einops, runs on CPU as shipped, and calls nothing CUDA at import."""
+    _packages("wan", "wan.modules")
     return importlib.import_module("wan.modules.vae2_1")
