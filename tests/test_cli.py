@@ -78,7 +78,7 @@ def test_verify_real_checkpoint_and_wrong_component(tmp_path, capsys):
                    "--checkpoint", str(path)])
     out = capsys.readouterr().out
     assert rc == 1
-    assert f"matched 3/3 tensors" in out and "missing" in out
+    assert "matched 3/3 tensors" in out and "missing" in out
 
 
 def test_inspect_identifies_and_reports(tmp_path, capsys):

@@ -12,10 +12,8 @@ implements it. A ``*_diffusers`` component name is a layout, not a component.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from vidax.errors import RegistryError
 

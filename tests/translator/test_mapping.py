@@ -4,14 +4,24 @@ import numpy as np
 import pytest
 
 from vidax.errors import MappingError
-from vidax.translator.mapping import (Dequantize, Ignore, Mapper, Merge, PrefixView, Rename, Split, Tie,
-                                      Transform)
+from vidax.translator.mapping import (
+    Dequantize,
+    Ignore,
+    Mapper,
+    Merge,
+    PrefixView,
+    Rename,
+    Split,
+    Tie,
+    Transform,
+)
 
 
 def _sd(**shapes):
     rng = np.random.default_rng(0)
-    return {k.replace("__", "."): rng.standard_normal(s).astype(np.float32)
-            for k, s in shapes.items()}
+    return {
+        k.replace("__", "."): rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()
+    }
 
 
 def _materialize(mapper, sd):
@@ -20,12 +30,22 @@ def _materialize(mapper, sd):
 
 
 def test_rename_and_auto_layout():
-    sd = _sd(ffn__0__weight=(8, 4), ffn__0__bias=(8,), norm__weight=(4,), conv__weight=(6, 4, 1, 2, 2),
-             blocks__0__modulation=(1, 6, 4))
+    sd = _sd(
+        ffn__0__weight=(8, 4),
+        ffn__0__bias=(8,),
+        norm__weight=(4,),
+        conv__weight=(6, 4, 1, 2, 2),
+        blocks__0__modulation=(1, 6, 4),
+    )
     m = Mapper("t", (Rename(r"^ffn\.0\.", "ffn.fc1."),))
     plan, out = _materialize(m, sd)
-    assert set(out) == {"ffn.fc1.kernel", "ffn.fc1.bias", "norm.scale", "conv.kernel",
-                        "blocks.0.modulation"}
+    assert set(out) == {
+        "ffn.fc1.kernel",
+        "ffn.fc1.bias",
+        "norm.scale",
+        "conv.kernel",
+        "blocks.0.modulation",
+    }
     np.testing.assert_array_equal(out["ffn.fc1.kernel"], sd["ffn.0.weight"].T)
     np.testing.assert_array_equal(out["conv.kernel"], sd["conv.weight"].transpose(2, 3, 4, 1, 0))
     assert plan.targets["conv.kernel"].shape == (1, 2, 2, 4, 6)
@@ -42,8 +62,12 @@ def test_split_fused_qkv():
     m = Mapper("t", (Split(r"(.*)\.qkv\.(weight|bias)", (r"\1.q.\2", r"\1.k.\2", r"\1.v.\2")),))
     plan, out = _materialize(m, sd)
     for i, part in enumerate("qkv"):
-        np.testing.assert_array_equal(out[f"attn.{part}.kernel"], sd["attn.qkv.weight"][4 * i:4 * i + 4].T)
-        np.testing.assert_array_equal(out[f"attn.{part}.bias"], sd["attn.qkv.bias"][4 * i:4 * i + 4])
+        np.testing.assert_array_equal(
+            out[f"attn.{part}.kernel"], sd["attn.qkv.weight"][4 * i : 4 * i + 4].T
+        )
+        np.testing.assert_array_equal(
+            out[f"attn.{part}.bias"], sd["attn.qkv.bias"][4 * i : 4 * i + 4]
+        )
 
 
 def test_split_uneven_and_bad_sizes():
@@ -61,7 +85,9 @@ def test_merge_and_missing_part():
     m = Mapper("t", (Merge(r"to_(?P<part>[qkv])\.weight", "qkv.weight", ("q", "k", "v")),))
     _, out = _materialize(m, sd)
     np.testing.assert_array_equal(
-        out["qkv.kernel"], np.concatenate([sd["to_q.weight"], sd["to_k.weight"], sd["to_v.weight"]]).T)
+        out["qkv.kernel"],
+        np.concatenate([sd["to_q.weight"], sd["to_k.weight"], sd["to_v.weight"]]).T,
+    )
     del sd["to_k.weight"]
     with pytest.raises(MappingError, match="needs parts"):
         m.plan(sd)
@@ -69,8 +95,13 @@ def test_merge_and_missing_part():
 
 def test_tie_feeds_two_parameters():
     sd = _sd(shared__weight=(10, 4))
-    m = Mapper("t", (Tie(r"shared\.weight", "encoder.embed_tokens.weight"),
-                     Transform(r"(shared|embed_tokens)\.weight$", layout="embedding", leaf="embedding")))
+    m = Mapper(
+        "t",
+        (
+            Tie(r"shared\.weight", "encoder.embed_tokens.weight"),
+            Transform(r"(shared|embed_tokens)\.weight$", layout="embedding", leaf="embedding"),
+        ),
+    )
     plan, out = _materialize(m, sd)
     assert set(out) == {"shared.embedding", "encoder.embed_tokens.embedding"}
     np.testing.assert_array_equal(out["encoder.embed_tokens.embedding"], sd["shared.weight"])
@@ -79,7 +110,9 @@ def test_tie_feeds_two_parameters():
 
 def test_transform_reshape_and_cast():
     sd = _sd(res__gamma=(8, 1, 1, 1))
-    m = Mapper("t", (Transform(r"\.gamma$", reshape=lambda s: (s[0],), leaf="scale", cast="bfloat16"),))
+    m = Mapper(
+        "t", (Transform(r"\.gamma$", reshape=lambda s: (s[0],), leaf="scale", cast="bfloat16"),)
+    )
     plan, out = _materialize(m, sd)
     assert out["res.scale"].shape == (8,) and str(out["res.scale"].dtype) == "bfloat16"
     assert plan.targets["res.scale"].dtype == "bfloat16"
@@ -105,8 +138,9 @@ def test_prefix_view():
     view = PrefixView(sd, "vae.")
     assert list(view) == ["conv.weight"] and view.outside == ["model.diffusion_model.x.weight"]
     plan = Mapper("t", ()).plan(view)
-    np.testing.assert_array_equal(plan.targets["conv.kernel"].materialize(view),
-                                  sd["vae.conv.weight"].transpose(2, 1, 0))
+    np.testing.assert_array_equal(
+        plan.targets["conv.kernel"].materialize(view), sd["vae.conv.weight"].transpose(2, 1, 0)
+    )
 
 
 def test_materialize_is_a_view_until_cast():
@@ -122,8 +156,11 @@ def test_dequantize_fp8_with_scale():
 
     rng = np.random.default_rng(0)
     w = rng.standard_normal((4, 3)).astype(ml_dtypes.float8_e4m3fn)
-    sd = {"lin.weight": w, "lin.scale_weight": np.array(0.5, np.float32),
-          "norm.weight": np.ones(3, np.float32)}
+    sd = {
+        "lin.weight": w,
+        "lin.scale_weight": np.array(0.5, np.float32),
+        "norm.weight": np.ones(3, np.float32),
+    }
     m = Mapper("t", (Dequantize(r"(.*)\.weight", r"\1.scale_weight", "float32"),))
     plan, out = _materialize(m, sd)
     assert set(out) == {"lin.kernel", "norm.scale"}

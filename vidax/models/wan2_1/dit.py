@@ -47,7 +47,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from math import prod
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
