@@ -1,20 +1,35 @@
-"""Checkpoint reading: vidax's lazy readers against safetensors and torch, time and memory.
+"""Checkpoint reading and translation: vidax against safetensors and torch, time and memory.
 
-Writes a synthetic DiT-shaped checkpoint of ``--size-gb`` in ``--dtype``, once as safetensors
-and once with ``torch.save`` (zip), then runs each reader in a fresh subprocess on a warm page
-cache (both files are read through once before every run) and prints a table:
+Writes a synthetic checkpoint in the Wan2.1 DiT layout -- the real key names and shapes of
+``wan2_1/t2v-1.3b__dit`` (from the packaged manifest), random values, ``--dtype`` fp32 or bf16,
+all 30 blocks by default (5.68 GB fp32, 2.84 GB bf16) or the first ``--blocks N`` -- once as
+safetensors and once with ``torch.save`` (zip), the same tensor bytes in both. Then it runs each
+reader in a fresh subprocess and prints a table:
 
-* seconds (best and median of ``--repeat`` runs) and GB/s (from the best) to turn every tensor
-  into a materialised numpy array (a real copy, so every byte is read);
+* seconds (best and median of ``--repeat`` runs) to turn every tensor into a materialised numpy
+  array (a real copy, so every byte is read), GB/s from the best run, and the throughput ratio
+  against the two baselines (``safetensors.numpy.load_file``; ``torch.load(mmap=True)`` plus a
+  ``.numpy()`` copy of each tensor): > 1 is faster than the baseline;
 * peak RssAnon and peak RssFile above the child's baseline, sampled from /proc/self/status every
-  millisecond by a thread (and once more when the reader returns, while its arrays are still alive).
-  RssAnon is private memory (the copies); RssFile counts mapped file pages (the kernel can drop
-  them).
+  millisecond by a thread (and once more when the reader returns, while its arrays are still
+  alive). RssAnon is private memory (the copies); RssFile counts pages of the memory-mapped file
+  that the process has touched, which the kernel can drop at any time: not a cost.
 
-A reader is one function ``(files) -> what it keeps alive`` plus the modules it needs, registered in
-READERS; adding one (e.g. translation through a mapper) is one more function.
+``vidax-translate`` is the loading path without the device: open_checkpoint -> the Wan DiT
+mapper's plan -> ``Target.materialize`` for every target (the Flax layout: Linear weights
+transposed, the patch-embedding Conv3d channels-last, as views on the map) -> one C-order copy
+of each, standing in for the one copy that placement on a device makes; one tensor alive at a
+time.
 
-    python benchmarks/bench_read.py --size-gb 0.5 --dtype bf16
+Page cache: ``--cache warm`` (default) reads the reader's file through once before every run;
+``--cache cold`` drops the page cache before every run (``sync; echo 3 >
+/proc/sys/vm/drop_caches``, needs root; it drops every process's cached pages, not only ours).
+
+A reader is one function ``(files) -> what it keeps alive`` plus the modules it needs and the
+file it reads, registered in READERS.
+
+    python benchmarks/bench_read.py --dtype bf16
+    python benchmarks/bench_read.py --dtype fp32 --blocks 8 --cache cold --repeat 5
 """
 
 from __future__ import annotations
@@ -34,6 +49,8 @@ from typing import NamedTuple
 import numpy as np
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+MANIFEST = "wan2_1/t2v-1.3b__dit"
+BASELINES = ("safetensors-numpy", "torch-mmap")
 
 
 class Files(NamedTuple):
@@ -44,6 +61,7 @@ class Files(NamedTuple):
 class Reader(NamedTuple):
     load: Callable[[Files], object]  # returns whatever it keeps alive (the materialised arrays)
     modules: tuple[str, ...]  # imported before the clock starts
+    file: str  # the Files field it reads: its page cache is warmed (or dropped) before each run
     description: str
 
 
@@ -75,6 +93,30 @@ def vidax_stream(files: Files) -> object:
     return None
 
 
+def _vidax_translate(path: str) -> None:
+    """Read + translate through the Wan DiT mapper, one target alive at a time.
+
+    ``np.array(..., order="C")`` always copies; ``np.ascontiguousarray`` would hand an already
+    contiguous view of the map back uncopied (biases, norms, every 1-D tensor), touching none of
+    its pages, and so time less than placement costs.
+    """
+    from vidax.translator.io import open_checkpoint
+    from vidax.translator.mappings.wan2_1 import DIT
+
+    with open_checkpoint(path) as ckpt:
+        plan = DIT.plan(ckpt)
+        for target in plan.targets.values():
+            np.array(target.materialize(ckpt), order="C")
+
+
+def vidax_translate(files: Files) -> object:
+    return _vidax_translate(files.safetensors)
+
+
+def vidax_translate_pth(files: Files) -> object:
+    return _vidax_translate(files.pth)
+
+
 def safetensors_numpy(files: Files) -> object:
     from safetensors.numpy import load_file
 
@@ -92,18 +134,34 @@ def torch_mmap(files: Files) -> object:
     ]
 
 
+_IO = ("vidax.translator.io",)
+_TRANSLATE = ("vidax.translator.io", "vidax.translator.mappings.wan2_1")
 READERS: dict[str, Reader] = {
     "vidax-safetensors": Reader(
-        vidax_safetensors, ("vidax.translator.io",), "open_checkpoint + np.array(ref.read())"
+        vidax_safetensors, _IO, "safetensors", "open_checkpoint + np.array(ref.read()), all kept"
     ),
-    "vidax-pth": Reader(vidax_pth, ("vidax.translator.io",), "the same on the torch.save zip"),
+    "vidax-pth": Reader(vidax_pth, _IO, "pth", "the same on the torch.save zip"),
     "vidax-stream": Reader(
-        vidax_stream, ("vidax.translator.io",), "safetensors, one tensor alive at a time"
+        vidax_stream, _IO, "safetensors", "safetensors, one tensor alive at a time"
+    ),
+    "vidax-translate": Reader(
+        vidax_translate,
+        _TRANSLATE,
+        "safetensors",
+        "safetensors -> DIT.plan -> materialize -> C-order copy, one alive at a time",
+    ),
+    "vidax-translate-pth": Reader(
+        vidax_translate_pth, _TRANSLATE, "pth", "the same on the torch.save zip"
     ),
     # ml_dtypes registers bfloat16 with numpy, which load_file needs for bf16 files
-    "safetensors-numpy": Reader(safetensors_numpy, ("ml_dtypes", "safetensors.numpy"), "load_file"),
+    "safetensors-numpy": Reader(
+        safetensors_numpy, ("ml_dtypes", "safetensors.numpy"), "safetensors", "load_file"
+    ),
     "torch-mmap": Reader(
-        torch_mmap, ("torch",), "torch.load(mmap=True, weights_only=True) + .numpy().copy()"
+        torch_mmap,
+        ("torch",),
+        "pth",
+        "torch.load(mmap=True, weights_only=True) + .numpy().copy(), all kept",
     ),
 }
 
@@ -166,56 +224,68 @@ def run_child(name: str, files: Files) -> dict:
 # ------------------------------------------------------------------------------------ the parent
 
 
-def write_checkpoint(folder: pathlib.Path, size_gb: float, dtype: str) -> tuple[Files, int]:
-    """DiT-like blocks (qkv, out, mlp, norm) up to ``size_gb``; reuses files already written."""
+def wan_dit_shapes(blocks: int | None) -> dict[str, tuple[int, ...]]:
+    """The manifest's keys and shapes: every non-block tensor, and blocks 0..blocks-1."""
+    from vidax.manifests import get_manifest
+
+    shapes = {}
+    for key, spec in get_manifest(MANIFEST).tensors.items():
+        if key.startswith("blocks.") and blocks is not None and int(key.split(".")[1]) >= blocks:
+            continue
+        shapes[key] = tuple(spec.shape)
+    return shapes
+
+
+def write_checkpoint(folder: pathlib.Path, blocks: int | None, dtype: str) -> tuple[Files, int]:
+    """The Wan-DiT-layout checkpoint as safetensors and torch.save zip; reuses files already
+    written."""
     import safetensors.torch
     import torch
 
-    stem = folder / f"synthetic-{size_gb:g}gb-{dtype}"
-    files = Files(f"{stem}.safetensors", f"{stem}.pt")
+    shapes = wan_dit_shapes(blocks)
+    count = 1 + max(int(k.split(".")[1]) for k in shapes if k.startswith("blocks."))
+    stem = folder / f"wan2_1-t2v-1.3b-dit-{count}blocks-{dtype}"
+    files = Files(f"{stem}.safetensors", f"{stem}.pth")
     torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
     itemsize = torch.empty((), dtype=torch_dtype).element_size()
-    width = 1536
-    block = {
-        "qkv.weight": (3 * width, width),
-        "qkv.bias": (3 * width,),
-        "out.weight": (width, width),
-        "mlp.in.weight": (4 * width, width),
-        "mlp.out.weight": (width, 4 * width),
-        "norm.weight": (width,),
-    }
-    block_bytes = sum(int(np.prod(shape)) for shape in block.values()) * itemsize
-    blocks = max(1, round(size_gb * 1e9 / block_bytes))
-    total = blocks * block_bytes
+    total = sum(int(np.prod(shape)) for shape in shapes.values()) * itemsize
     if not (os.path.exists(files.safetensors) and os.path.exists(files.pth)):
         folder.mkdir(parents=True, exist_ok=True)
-        print(f"writing {blocks} blocks ({total / 1e9:.2f} GB, {dtype}) to {stem}.*", flush=True)
+        print(
+            f"writing {len(shapes)} tensors ({count} blocks, {total / 1e9:.2f} GB, {dtype}) "
+            f"to {stem}.*",
+            flush=True,
+        )
         generator = torch.Generator().manual_seed(0)
         state = {
-            f"blocks.{i}.{name}": torch.randn(shape, generator=generator).to(torch_dtype)
-            for i in range(blocks)
-            for name, shape in block.items()
+            key: torch.randn(shape, generator=generator).to(torch_dtype)
+            for key, shape in shapes.items()
         }
         safetensors.torch.save_file(state, files.safetensors)
         torch.save(state, files.pth)
+        del state
     return files, total
 
 
-def warm(files: Files) -> None:
-    """Read both files once so that every run starts from a warm page cache."""
+def prepare_cache(path: str, cache: str) -> None:
+    """warm: read the file through once; cold: write back and drop the whole page cache."""
+    if cache == "cold":
+        os.sync()
+        try:
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("3\n")
+        except OSError as e:
+            sys.exit(f"--cache cold needs root to write /proc/sys/vm/drop_caches: {e}")
+        return
     buffer = bytearray(1 << 24)
-    for path in files:
-        with open(path, "rb", buffering=0) as f:
-            while f.readinto(buffer):
-                pass
+    with open(path, "rb", buffering=0) as f:
+        while f.readinto(buffer):
+            pass
 
 
-ROW = "{:<18} {:>7} {:>8} {:>6} {:>11} {:>11}  {}"
-
-
-def run_in_subprocess(name: str, files: Files) -> dict:
-    """One measured run of reader ``name`` in a fresh interpreter, after warming the page cache."""
-    warm(files)
+def run_in_subprocess(name: str, files: Files, cache: str) -> dict:
+    """One measured run of reader ``name`` in a fresh interpreter."""
+    prepare_cache(getattr(files, READERS[name].file), cache)
     path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     done = subprocess.run(
         [sys.executable, __file__, "--child", name, "--files", *files],
@@ -229,12 +299,26 @@ def run_in_subprocess(name: str, files: Files) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def versions() -> str:
+    import jax
+    import safetensors
+    import torch
+
+    return (
+        f"numpy {np.__version__}, torch {torch.__version__}, safetensors "
+        f"{safetensors.__version__}, jax {jax.__version__}, Python {sys.version.split()[0]}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size-gb", type=float, default=2.0)
     parser.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32")
+    parser.add_argument(
+        "--blocks", type=int, default=None, help="the first N of the 30 blocks (default: all)"
+    )
     parser.add_argument("--dir", type=pathlib.Path, default=REPO / "benchmarks/out/bench_read")
     parser.add_argument("--repeat", type=int, default=3, help="runs per reader (best and median)")
+    parser.add_argument("--cache", choices=("warm", "cold"), default="warm")
     parser.add_argument("--readers", nargs="+", choices=list(READERS), default=list(READERS))
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--files", nargs=2, help=argparse.SUPPRESS)
@@ -243,28 +327,55 @@ def main() -> None:
         print(json.dumps(run_child(args.child, Files(*args.files))))
         return
 
-    files, total = write_checkpoint(args.dir, args.size_gb, args.dtype)
+    files, total = write_checkpoint(args.dir, args.blocks, args.dtype)
+    cache = {
+        "warm": "warm (the reader's file read through once before every run)",
+        "cold": "cold (sync + echo 3 > /proc/sys/vm/drop_caches before every run)",
+    }[args.cache]
+    memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     print(
-        f"\n{total / 1e9:.2f} GB of {args.dtype} tensors, {os.cpu_count()} CPUs. Page cache warm "
-        f"(each file read once before every run); each run in a fresh process, {args.repeat} runs "
-        "per reader; memory = peak above the process's baseline, sampled from /proc/self/status "
-        "every 1 ms; GB/s from the best run.\n"
+        f"\n{MANIFEST} layout, {total / 1e9:.2f} GB of {args.dtype} tensors; "
+        f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs, {memory_gib:.1f} GiB RAM, load "
+        f"average {os.getloadavg()[0]:.2f} at start; "
+        f"{versions()}.\nPage cache {cache}; each run in a fresh process, {args.repeat} runs per "
+        "reader; memory = peak above the process's baseline, sampled from /proc/self/status "
+        "every 1 ms; GB/s from the best run; xNAME = this reader's throughput / NAME's.\n"
     )
-    print(ROW.format("reader", "best s", "median s", "GB/s", "RssAnon MiB", "RssFile MiB", "what"))
+    results = {}
     for name in args.readers:
-        results = [run_in_subprocess(name, files) for _ in range(args.repeat)]
-        best = min(results, key=lambda r: r["seconds"])
-        median = float(np.median([r["seconds"] for r in results]))
-        gbps = total / 1e9 / best["seconds"]
-        anon, file = best["peak_anon_mib"], best["peak_file_mib"]
-        cells = (
+        runs = [run_in_subprocess(name, files, args.cache) for _ in range(args.repeat)]
+        results[name] = (
+            min(runs, key=lambda r: r["seconds"]),
+            float(np.median([r["seconds"] for r in runs])),
+        )
+        seconds = ", ".join(f"{r['seconds']:.2f}" for r in runs)
+        print(f"  {name}: {seconds} s", flush=True)
+
+    print(f"load average {os.getloadavg()[0]:.2f} at the end")
+    header = ["reader", "best s", "median s", "GB/s", *(f"x{b}" for b in BASELINES)]
+    header += ["RssAnon MiB", "RssFile MiB", "what"]
+    print("\n| " + " | ".join(header) + " |")
+    print(
+        "|"
+        + "|".join("---" if i in (0, len(header) - 1) else "---:" for i in range(len(header)))
+        + "|"
+    )
+    for name, (best, median) in results.items():
+        ratios = [
+            f"{results[b][0]['seconds'] / best['seconds']:.2f}" if b in results else "-"
+            for b in BASELINES
+        ]
+        cells = [
+            name,
             f"{best['seconds']:.2f}",
             f"{median:.2f}",
-            f"{gbps:.2f}",
-            f"{anon:.0f}",
-            f"{file:.0f}",
-        )
-        print(ROW.format(name, *cells, READERS[name].description))
+            f"{total / 1e9 / best['seconds']:.2f}",
+            *ratios,
+            f"{best['peak_anon_mib']:.0f}",
+            f"{best['peak_file_mib']:.0f}",
+            READERS[name].description,
+        ]
+        print("| " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

@@ -4,14 +4,22 @@ PyTorch checkpoints.
     import vidax
     cfg = vidax.config("wan2_1", "dit", "t2v-1.3b")
     dit = vidax.load("wan2_1", "dit", "diffusion_pytorch_model.safetensors", config=cfg)
+
+    pipe = vidax.pipeline("wan2_1", "Wan2.1-T2V-1.3B")      # a release folder
+    frames = pipe("a red fox in the snow", frames=81, size=(832, 480), seed=0)
+    pipe.write(frames, "fox.mp4")
 """
 
 __version__ = "0.1.0"
-__all__ = ["config", "load"]
+__all__ = ["config", "load", "pipeline"]
 
 
 def __getattr__(name):
     # The API pulls in JAX; import it on first use so `vidax models` / `inspect` stay quick.
+    if name == "pipeline":
+        from vidax import pipelines
+
+        return pipelines.pipeline
     if name in __all__:
         from vidax import loading
 

@@ -111,6 +111,68 @@ def cmd_verify(args) -> int:
     return _print_report(report)
 
 
+def cmd_generate(args) -> int:
+    import time
+    import warnings
+    from pathlib import Path
+
+    from vidax import pipelines
+
+    con = _console()
+    start = time.perf_counter()
+    family = pipelines.family(args.model_type)
+    out = Path(args.out)
+    if out.suffix.lower() != ".mp4":
+        raise VidaxError(f"--out {out}: the output must be an .mp4 file")
+    if not out.parent.is_dir():
+        raise VidaxError(f"--out {out}: the folder {out.parent} does not exist")
+    with warnings.catch_warnings():
+        # Warnings (a truncated prompt, ...) as one line each, in the run's output.
+        warnings.simplefilter("always", UserWarning)
+        warnings.showwarning = lambda message, *_, **__: con.print(
+            f"[yellow]warning:[/] {message}", markup=True, soft_wrap=True)
+        # Everything the user typed is checked before a single weight is read.
+        release = family.inspect_folder(args.checkpoint_dir, variant=args.variant)
+        size = None if args.size is None else family.parse_size(args.size)
+        request = family.make_request(
+            release.task, release.variant, args.prompt, negative_prompt=args.negative_prompt,
+            image=args.image, last_image=args.last_image, frames=args.frames, size=size,
+            steps=args.steps, guidance_scale=args.guidance_scale, shift=args.shift,
+            sample_solver=args.sample_solver, seed=args.seed, noise=args.noise, fps=args.fps)
+        pipe = family.Pipeline.from_release(release, precision=args.precision, console=con)
+        frames = pipe(request=request)
+    path = pipe.write(frames, out, fps=request.fps)
+    f, h, w = frames.shape[:3]
+    con.print(f"wrote {path.resolve()}: {f} frames, {w}x{h}, {request.fps:g} fps, "
+              f"{path.stat().st_size / 2**20:.2f} MiB, in {time.perf_counter() - start:.1f} s",
+              soft_wrap=True)
+    return 0
+
+
+def cmd_convert(args) -> int:
+    import time
+
+    from rich.progress import Progress
+
+    from vidax import convert
+
+    con = _console()
+    start = time.perf_counter()
+    with Progress(console=con, transient=True) as bar:
+        task = bar.add_task("translating", total=None)
+        out = convert.convert(
+            args.model_type, args.component, args.checkpoint, args.out, variant=args.variant,
+            layout=args.layout, dtype=args.dtype, overwrite=args.overwrite,
+            progress=lambda done, total, name: bar.update(task, completed=done, total=total))
+    info = convert.read_info(out)
+    size = (out / convert.WEIGHTS).stat().st_size
+    con.print(f"wrote {out}: {info['model_type']} {info['component']} in the Flax layout "
+              f"({info['verification']}; {size / 2**20:.1f} MiB) in "
+              f"{time.perf_counter() - start:.1f} s; vidax.load of this folder skips "
+              f"translation", markup=False, soft_wrap=True)
+    return 0
+
+
 def cmd_demo(args) -> int:
     from vidax import demo
 
@@ -141,6 +203,45 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--layout", default=None, help="key layout (default: the authors' own)")
     s.add_argument("--checkpoint")
     s.set_defaults(func=cmd_verify)
+
+    from vidax.pipelines import PIPELINES, PRECISIONS
+
+    s = sub.add_parser("generate", help="a video from a release folder laid out as its authors "
+                                        "publish it")
+    s.add_argument("model_type", choices=sorted(PIPELINES))
+    s.add_argument("--checkpoint-dir", required=True, help="the release folder")
+    s.add_argument("--variant", help="the release (default: read from the DiT's config.json)")
+    s.add_argument("--prompt", required=True)
+    s.add_argument("--negative-prompt", help="default: the authors' negative prompt")
+    s.add_argument("--image", help="i2v / flf2v: the first frame")
+    s.add_argument("--last-image", help="flf2v: the last frame")
+    s.add_argument("--frames", type=int, help="4n+1 frames (default 81)")
+    s.add_argument("--size", help="WIDTHxHEIGHT, multiples of 16 (default: the release's); "
+                                  "i2v/flf2v: the area, the image sets the aspect ratio")
+    s.add_argument("--steps", type=int, help="sampling steps (default: the release's)")
+    s.add_argument("--guidance-scale", type=float, help="classifier-free guidance (default 5)")
+    s.add_argument("--shift", type=float, help="noise schedule shift (default: the release's)")
+    s.add_argument("--sample-solver", choices=["unipc", "dpm++"], help="default unipc")
+    s.add_argument("--seed", type=int, default=0, help="seed of JAX's noise (default 0)")
+    s.add_argument("--noise", help="initial noise, a .npy file: [C, T, H/8, W/8] as the "
+                                   "authors draw it, or [T, H/8, W/8, C]")
+    s.add_argument("--fps", type=float, help="frames per second of the mp4 (default 16)")
+    s.add_argument("--precision", choices=PRECISIONS, default="bf16",
+                   help="bf16: the authors' mixed precision (default); fp32: all float32")
+    s.add_argument("--out", required=True, help="the .mp4 to write")
+    s.set_defaults(func=cmd_generate)
+
+    s = sub.add_parser("convert", help="translate a checkpoint once into a Flax-layout folder "
+                                       "that later loads skip translating")
+    s.add_argument("model_type")
+    s.add_argument("--component", required=True)
+    s.add_argument("--checkpoint", required=True, help="the authors' file (or sharded index)")
+    s.add_argument("--out", required=True, help="the folder to write (atomically)")
+    s.add_argument("--variant", help="the release (default: identified from the tensors)")
+    s.add_argument("--layout", default=None, help="key layout (default: the authors' own)")
+    s.add_argument("--dtype", default=None, help="cast every parameter (default: as stored)")
+    s.add_argument("--overwrite", action="store_true", help="replace an existing folder")
+    s.set_defaults(func=cmd_convert)
 
     s = sub.add_parser("demo", help="tiny random-weight checkpoints in the authors' layout, "
                                     "loaded and run through vidax")

@@ -5,10 +5,18 @@ The way of a tensor: memory map -> mapper plan -> (verified 1:1 against the mode
 abstract tree) -> host-side layout view and dtype cast -> one placement on its device(s).
 No tensor is read before the whole tree has verified, so a mismatched file is rejected
 with nothing half-loaded.
+
+On a mesh, "one placement" is per device block: each parameter's sharding comes from the
+component's partition rules (:mod:`vidax.sharding`) and ``jax.make_array_from_callback``
+asks for the block of each device this process addresses; the block is read from the
+memory map alone, through the target's steps run backwards (:class:`_BlockReader`), and
+cast on the host. No whole unsharded tensor is ever placed, and in a multi-host job each
+process reads only its own devices' blocks.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -18,10 +26,13 @@ import numpy as np
 from flax import nnx
 
 from vidax import registry
+from vidax import sharding as _sharding
 from vidax.errors import VerificationError, VidaxError
+from vidax.sharding import PartitionRules
+from vidax.translator import converter
 from vidax.translator import verify as _verify
-from vidax.translator.io import open_checkpoint
-from vidax.translator.mapping import Plan, PrefixView, TensorInfo
+from vidax.translator.io import Checkpoint, open_checkpoint
+from vidax.translator.mapping import Plan, PrefixView, Source, Target, TensorInfo
 
 Progress = Callable[[int, int, str], None]
 
@@ -57,62 +68,232 @@ def verify_manifest(manifest) -> _verify.Report:
     return report
 
 
-def load(model_type: str, component: str, checkpoint: str | os.PathLike, *,
+def load(model_type: str, component: str, checkpoint, *,
          variant: str | None = None, config=None, dtype=None, mesh=None,
-         layout: str | None = None, progress: Progress | None = None) -> nnx.Module:
+         layout: str | None = None, rules: PartitionRules | None = None,
+         progress: Progress | None = None) -> nnx.Module:
     """The model with the checkpoint's weights, verified 1:1 first (raises on mismatch).
 
-    ``dtype``: cast every parameter to it on the host before placement (default: keep
-    the stored dtype). ``mesh``: a ``jax.sharding.Mesh`` to replicate the parameters over
-    (per-parameter partitioning arrives with the sharding work); default: the first device.
+    ``checkpoint``: a file or folder of the authors' release, a folder written by
+    ``vidax convert`` (detected; loads without translation), or an already open
+    ``vidax.translator.io.Checkpoint`` (left open; its ``bytes_read`` shows what the load
+    touched). ``dtype``: cast every parameter to it on the host before placement (default:
+    keep the stored dtype). ``mesh``: a ``jax.sharding.Mesh`` (``vidax.sharding.make_mesh``);
+    each parameter is then placed straight into its sharding by ``rules`` (default: the
+    model class's table in ``vidax.sharding``), every device's block read from the memory map
+    on its own; default: the first device. ``layout``: the file's key layout (``original``,
+    ``diffusers``); default: detected from the keys where the component has several.
     ``progress(done, total, name)`` is called after each parameter is placed.
     """
     return load_with_report(model_type, component, checkpoint, variant=variant, config=config,
-                            dtype=dtype, mesh=mesh, layout=layout, progress=progress)[0]
+                            dtype=dtype, mesh=mesh, layout=layout, rules=rules,
+                            progress=progress)[0]
 
 
-def load_with_report(model_type: str, component: str, checkpoint: str | os.PathLike, *,
+def load_with_report(model_type: str, component: str, checkpoint, *,
                      variant: str | None = None, config=None, dtype=None, mesh=None,
-                     layout: str | None = None,
+                     layout: str | None = None, rules: PartitionRules | None = None,
                      progress: Progress | None = None) -> tuple[nnx.Module, _verify.Report]:
     """``load``, also returning the verification report (what matched, what was ignored)."""
+    from vidax import convert
+
+    if layout is None:
+        layout = _detect_layout(model_type, component, checkpoint, config)
     spec = registry.get(model_type, component, layout)
+    if isinstance(checkpoint, Checkpoint):
+        ckpt, owned = checkpoint, contextlib.nullcontext()
+        source = checkpoint.path
+    elif convert.is_converted(checkpoint):
+        config, ckpt = convert.open_converted(checkpoint, spec, config)
+        owned, source = ckpt, checkpoint
+    else:
+        ckpt = None
+        source = checkpoint
     if config is None:
-        config = spec.make_config(variant) if variant else _detect_config(spec, checkpoint)
-    with open_checkpoint(checkpoint) as ckpt:
-        report, plan, view = verify_tensors(spec, config, ckpt, source=str(checkpoint))
+        config = spec.make_config(variant) if variant else _detect_config(spec, source)
+    if ckpt is None:
+        ckpt = owned = open_checkpoint(checkpoint)
+    with owned:
+        if convert.is_converted_checkpoint(ckpt):
+            plan, view = convert.identity_plan(ckpt), ckpt
+            abstract = _verify.abstract_params(spec.model_class(), config)
+            report = _verify.compare(plan, abstract, source=str(source), num_tensors=len(ckpt))
+        else:
+            report, plan, view = verify_tensors(spec, config, ckpt, source=str(source))
         if not report.ok:
             raise VerificationError(
-                f"{checkpoint} is not a {model_type} {component} checkpoint at this config "
+                f"{source} is not a {model_type} {component} checkpoint at this config "
                 f"(no weights were loaded): " + "; ".join(report.lines(5)[1:]), report)
         abstract = _verify.abstract_model(spec.model_class(), config)
         graphdef, state = nnx.split(abstract)
-        sharding = None
-        if mesh is not None:
-            sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
         flat = nnx.to_flat_state(state)
-        total = len(plan.targets)
-        leaves = []
-        done = 0
-        for path, var in flat:
-            name = ".".join(str(p) for p in path)
-            target = plan.targets.get(name)
-            if target is None:
+        names = [".".join(str(p) for p in path) for path, _ in flat]
+        for name in names:
+            if name not in plan.targets:
                 raise VidaxError(f"internal: {spec.model_type} {spec.component} has state "
                                  f"{name} that is not a parameter; models keep no buffers")
-            array = target.materialize(view, dtype=dtype)
-            leaves.append((path, var.replace(jax.device_put(np.asarray(array), sharding))))
-            done += 1
+        shardings = None
+        if mesh is not None:
+            rules = rules or _sharding.rules_for(spec.model)
+            shapes = {n: jax.ShapeDtypeStruct(plan.targets[n].shape,
+                                              _out_dtype(plan.targets[n], dtype))
+                      for n in names}
+            shardings = _sharding.param_shardings(shapes, mesh, rules)
+        total = len(plan.targets)
+        leaves = []
+        for done, ((path, var), name) in enumerate(zip(flat, names), 1):
+            target = plan.targets[name]
+            if shardings is None:
+                array = jax.device_put(np.asarray(target.materialize(view, dtype=dtype)))
+            else:
+                array = place(target, view, shardings[name], dtype=dtype)
+            leaves.append((path, var.replace(array)))
             if progress is not None:
                 progress(done, total, name)
         return nnx.merge(graphdef, nnx.from_flat_state(leaves)), report
 
 
+# ------------------------------------------------------------------------ streamed placement
+def place(target: Target, tensors: Mapping, sharding: jax.sharding.Sharding, *,
+          dtype=None) -> jax.Array:
+    """One parameter, straight into its sharding: ``jax.make_array_from_callback`` asks for
+    the block of every device *this process* addresses (and once for a fully replicated
+    sharding), and each block is read from the memory map on its own and cast on the host.
+    Devices holding the same block (replicas over ``dp``) share one read."""
+    reader = _BlockReader(target, tensors, dtype)
+    return jax.make_array_from_callback(target.shape, sharding, reader,
+                                        dtype=_out_dtype(target, dtype))
+
+
+def _out_dtype(target: Target, dtype) -> np.dtype:
+    return converter.as_dtype(dtype if dtype is not None else (target.cast or target.dtype))
+
+
+class _BlockReader:
+    """``index -> block`` of one target in the Flax layout, read through the target's steps
+    backwards: layout permutation (inverse-permute the index), merge (only the parts the
+    block overlaps), split (offset on the split axis), dequantize (the scale's matching
+    block), then the forward steps on the block alone and the cast."""
+
+    def __init__(self, target: Target, tensors: Mapping, dtype):
+        self.target, self.tensors, self.dtype = target, tensors, dtype
+        self.perm = converter.permutation(target.layout, len(target.shape))
+        self.blocks: dict[tuple, np.ndarray] = {}
+        self.whole: np.ndarray | None = None
+        self.scale: np.ndarray | None = None
+
+    def __call__(self, index: tuple[slice, ...]) -> np.ndarray:
+        bounds = tuple(s.indices(n)[:2] for s, n in zip(index, self.target.shape))
+        block = self.blocks.get(bounds)
+        if block is None:
+            block = self.blocks[bounds] = self._read(bounds)
+        return block
+
+    def _read(self, bounds: tuple[tuple[int, int], ...]) -> np.ndarray:
+        t = self.target
+        if t.reshape is not None:
+            # A reshape mixes dimensions, so a block of the result is no block of the stored
+            # tensor: read this (small: norm gammas, 0-d scalars, tables) target whole, once,
+            # and cut every device's block from it.
+            if self.whole is None:
+                self.whole = t.materialize(self.tensors, dtype=self.dtype)
+            return self.whole[tuple(slice(a, b) for a, b in bounds)]
+        stored = list(bounds)
+        if self.perm is not None:     # flax dim i is stored dim perm[i]
+            for i, p in enumerate(self.perm):
+                stored[p] = bounds[i]
+        array = self._read_sources(stored)
+        if t.scale is not None:
+            array = self._dequantize(array, stored)
+        array = converter.convert(array, t.layout)
+        want = _out_dtype(t, self.dtype)
+        return array if array.dtype == want else array.astype(want)
+
+    def _read_sources(self, stored: list[tuple[int, int]]) -> np.ndarray:
+        t = self.target
+        if len(t.sources) == 1:
+            return self._read_source(t.sources[0], stored)
+        axis, (lo, hi) = t.concat_axis, stored[t.concat_axis]
+        parts, offset = [], 0
+        for source in t.sources:
+            extent = (source.stop - source.start if source.axis == axis
+                      else self.tensors[source.key].shape[axis])
+            a, b = max(lo, offset), min(hi, offset + extent)
+            if a < b:
+                local = list(stored)
+                local[axis] = (a - offset, b - offset)
+                parts.append(self._read_source(source, local))
+            offset += extent
+        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=axis)
+
+    def _read_source(self, source: Source, bounds: list[tuple[int, int]]) -> np.ndarray:
+        index = [slice(a, b) for a, b in bounds]
+        if source.axis is not None:   # a split part: its rows start at source.start
+            a, b = bounds[source.axis]
+            index[source.axis] = slice(source.start + a, source.start + b)
+        ref = self.tensors[source.key]
+        index = tuple(index)
+        return ref.read_slice(index) if hasattr(ref, "read_slice") else np.asarray(ref)[index]
+
+    def _dequantize(self, array: np.ndarray, stored: list[tuple[int, int]]) -> np.ndarray:
+        """``block * scale`` (as ``Target.materialize``), with the scale's matching block."""
+        t = self.target
+        if self.scale is None:
+            ref = self.tensors[t.scale]
+            scale = (ref.read() if hasattr(ref, "read") else np.asarray(ref)).astype(np.float32)
+            if scale.ndim and scale.ndim < len(stored):   # per output channel: [out]
+                scale = scale.reshape(scale.shape[0], *([1] * (len(stored) - 1)))
+            self.scale = scale
+        scale = self.scale
+        if scale.ndim:
+            scale = scale[tuple(slice(a, b) if n != 1 else slice(None)
+                                for (a, b), n in zip(stored, scale.shape))]
+        return (array.astype(np.float32) * scale).astype(converter.as_dtype(t.dtype))
+
+
+def _detect_layout(model_type: str, component: str, checkpoint, config) -> str | None:
+    """The key layout of a checkpoint (``original``, ``diffusers``, ...) when the caller
+    names none and the component has several: the layout whose mapper puts the largest share
+    of the file's tensors onto the model's parameter paths, at ``config`` or else at the
+    ``tiny`` config (paths do not depend on widths). None (the default layout) when one
+    layout is registered, the component name carries it (``vae_diffusers``), the checkpoint
+    is a ``vidax convert`` folder, or no layout places more than half of the tensors (the
+    default layout's verification then says what is wrong)."""
+    from vidax import convert
+    from vidax.errors import MappingError
+
+    specs = [s for s in registry.specs() if (s.model_type, s.component) == (model_type,
+                                                                           component)]
+    if len(specs) < 2 or convert.is_converted(checkpoint):
+        return None
+    owned = (contextlib.nullcontext(checkpoint) if isinstance(checkpoint, Checkpoint)
+             else open_checkpoint(checkpoint))
+    with owned as ckpt:
+        if convert.is_converted_checkpoint(ckpt):
+            return None
+        scores = {}
+        for s in specs:
+            try:
+                plan, _ = plan_tensors(s, ckpt)
+            except MappingError:
+                continue
+            cfg = config if config is not None else s.make_config("tiny")
+            paths = _verify.abstract_params(s.model_class(), cfg)
+            scores[s.layout] = sum(p in paths for p in plan.targets) / max(len(ckpt), 1)
+    best = max(scores, key=scores.get, default=None)
+    return best if best is not None and scores[best] > 0.5 else None
+
+
 def _detect_config(spec: registry.ComponentSpec, checkpoint):
-    """The release config of a checkpoint, from its key/shape set (packaged manifests)."""
+    """The config of a checkpoint: the one its embedded metadata declares (where the spec has
+    a ``config_from_metadata`` hook), else its release's, from its key/shape set (packaged
+    manifests)."""
     from vidax import manifests
 
     with open_checkpoint(checkpoint) as ckpt:
+        declared = spec.config_from_file_metadata(ckpt.metadata, str(checkpoint))
+        if declared is not None:
+            return declared
         tensors = {k: (tuple(v.shape), str(v.dtype)) for k, v in ckpt.items()}
     found = manifests.identify(tensors, path=str(checkpoint))
     for m in found.candidates():

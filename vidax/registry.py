@@ -38,6 +38,10 @@ class ComponentSpec:
     prefix: str = ""               # the component's key prefix inside a multi-component file
     files: tuple[str, ...] = ()    # file names (globs) of this component in a release folder
     description: str = ""
+    # "module:function" reading the config from a file's safetensors ``__metadata__``
+    # (``fn(metadata: dict[str, str], source: str) -> config | None``; None: not there), for
+    # families whose files embed their hyperparameters (LTX single files)
+    config_from_metadata: str | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -51,6 +55,13 @@ class ComponentSpec:
 
     def get_mapper(self):
         return _resolve(self.mapper)
+
+    def config_from_file_metadata(self, metadata: dict[str, str], source: str):
+        """The config a checkpoint's embedded metadata declares, or None (no hook, or the
+        file carries none)."""
+        if self.config_from_metadata is None:
+            return None
+        return _resolve(self.config_from_metadata)(metadata, source)
 
     def make_config(self, variant: str | None = None, overrides: dict | None = None):
         """The config of a released variant (or ``tiny``), or one built from a manifest's /

@@ -228,3 +228,27 @@ def vae2_1_module() -> types.ModuleType:
     einops, runs on CPU as shipped, and calls nothing CUDA at import."""
     _packages("wan", "wan.modules")
     return importlib.import_module("wan.modules.vae2_1")
+
+
+@functools.cache
+def vae2_2_module() -> types.ModuleType:
+    """``wan.modules.vae2_2`` (``WanVAE_``, the Wan2.2 VAE). The same bypass as
+    :func:`vae2_1_module`: torch and einops only, runs on CPU as shipped."""
+    _packages("wan", "wan.modules")
+    return importlib.import_module("wan.modules.vae2_2")
+
+
+@functools.cache
+def text2video_module() -> types.ModuleType:
+    """``wan.text2video`` (``WanT2V``: the authors' text-to-video sampling loop).
+
+    Its imports are the modules above (built first, so ``wan.modules.t5``'s CUDA default is
+    patched and ``flash_attention`` replaced) plus ``wan.distributed``, which imports on CPU
+    as shipped. ``WanT2V.__init__`` loads full-size files onto CUDA; callers build a stand-in
+    ``self`` (``object.__new__``) holding their own models and call ``generate`` on it.
+    """
+    model_module()
+    t5_module()
+    vae2_1_module()
+    fm_solvers()
+    return importlib.import_module("wan.text2video")

@@ -1,24 +1,122 @@
 """The one attention entry point every vidax model calls.
 
-All models route scaled dot-product attention through :func:`attention`, so the kernel
-(XLA, cuDNN flash, later TPU splash under ``shard_map``) is a single switch here rather
-than a code path in each model.
+All models route scaled dot-product attention through :func:`attention`, so the kernel and
+its parallel layout are a single switch here rather than a code path in each model.
 
 Layout: ``[batch, length, heads, head_dim]`` for q, k and v (the layout of
 ``jax.nn.dot_product_attention`` and of the authors' flash-attention calls), and the
 output has the query's shape.
+
+**Kernels** (``implementation=``, else the ``VIDAX_ATTENTION`` environment variable, else
+chosen automatically; the automatic choice is logged once per kind of call on the
+``vidax.attention`` logger):
+
+* ``"xla"``: ``jax.nn.dot_product_attention``'s XLA lowering; every backend, every dtype.
+  The choice on CPU, and on TPU while no splash kernel is registered.
+* ``"cudnn"``: cuDNN flash attention (``implementation="cudnn"`` of the same function);
+  the automatic choice on GPU for bfloat16/float16 inputs with a head size that is a
+  multiple of 8 up to 128 and no additive bias. XLA partitions it like any op.
+* ``"splash"`` (TPU): a hook. :func:`register_kernel` ``("splash", fn)`` with a Pallas
+  kernel (e.g. one built on ``jax.experimental.pallas.ops.tpu.splash_attention``) makes it
+  the automatic choice on TPU. Pallas/Mosaic kernels are not partitioned by XLA, so a kernel
+  registered with ``needs_shard_map=True`` is always called inside a ``shard_map`` over the
+  context mesh (batch over ``dp``/``fsdp``, heads over ``tp``): it only ever sees one
+  device's block.
+
+**Sequence parallelism** (Ulysses): when the context mesh (``jax.set_mesh`` /
+:func:`vidax.sharding.use_mesh`) has an ``sp`` axis larger than 1, self-attention (keys as
+long as the queries) runs inside a ``shard_map``: q, k, v enter split over ``sp`` along the
+tokens, an all-to-all turns them into full-length, head-split blocks, the kernel runs on
+``heads / sp`` heads, and a second all-to-all returns the output to token-split.
+Cross-attention (keys of another length: text, CLIP tokens) needs no exchange: each device
+attends its own queries over the full keys. Heads and tokens must divide ``sp``; nothing is
+padded. A model marks the attention that *must* be split (a video DiT's self-attention)
+with ``sequence_parallel=True``, which turns a count that does not divide into a clear
+error; any other attention on such a mesh (a VAE's single-head attention, CLIP's 257
+tokens, T5's masked and biased one) is split where it can be and otherwise left to XLA's
+automatic partitioning, with a logged warning.
 """
 
 from __future__ import annotations
 
-import jax
+import functools
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
 
-IMPLEMENTATIONS = ("xla", "cudnn")
+import jax
+import jax.numpy as jnp
+from jax.sharding import PartitionSpec as P
+
+from vidax import sharding
+from vidax.errors import VidaxError
+
+log = logging.getLogger("vidax.attention")
+
+#: The environment variable that overrides the automatic kernel choice.
+ENV_VAR = "VIDAX_ATTENTION"
+_HALF = (jnp.bfloat16, jnp.float16)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """An attention kernel over one device's (or XLA-partitioned) ``[B, L, H, D]`` blocks:
+    ``fn(q, k, v, *, mask, bias, scale)``. ``needs_shard_map``: XLA cannot partition it
+    (Pallas/Mosaic), so it is called per device inside ``shard_map``."""
+
+    fn: Callable
+    needs_shard_map: bool = False
+
+
+def _jax_dpa(q, k, v, *, mask, bias, scale, implementation):
+    return jax.nn.dot_product_attention(q, k, v, bias=bias, mask=mask, scale=scale,
+                                        implementation=implementation)
+
+
+_KERNELS: dict[str, Kernel] = {
+    "xla": Kernel(functools.partial(_jax_dpa, implementation="xla")),
+    "cudnn": Kernel(functools.partial(_jax_dpa, implementation="cudnn")),
+}
+#: Names the automatic choice knows; "splash" works once registered.
+IMPLEMENTATIONS = ("xla", "cudnn", "splash")
+
+
+def register_kernel(name: str, fn: Callable, *, needs_shard_map: bool = True) -> None:
+    """Add (or replace) a kernel; ``"splash"`` is picked automatically on TPU once present."""
+    _KERNELS[name] = Kernel(fn, needs_shard_map)
+
+
+def choose_implementation(q: jax.Array, *, has_bias: bool = False,
+                          backend: str | None = None) -> tuple[str, str]:
+    """The automatic kernel for queries like ``q`` on ``backend`` (default: JAX's default
+    backend), and why."""
+    backend = backend or jax.default_backend()
+    head_dim = q.shape[-1]
+    if backend == "gpu":
+        if q.dtype not in _HALF:
+            return "xla", f"GPU, {q.dtype} inputs (cuDNN flash attention takes bf16/fp16)"
+        if head_dim % 8 or head_dim > 128:
+            return "xla", f"GPU, head size {head_dim} (cuDNN needs a multiple of 8 up to 128)"
+        if has_bias:
+            return "xla", "GPU, additive logit bias"
+        return "cudnn", f"GPU, {q.dtype} inputs"
+    if backend == "tpu":
+        if "splash" in _KERNELS:
+            return "splash", "TPU, splash kernel registered"
+        return "xla", "TPU, no splash kernel registered (vidax.nn.attention.register_kernel)"
+    return "xla", backend
+
+
+@functools.cache
+def _log_once(message: str) -> None:
+    log.info(message)
 
 
 def attention(q: jax.Array, k: jax.Array, v: jax.Array, *, mask: jax.Array | None = None,
               bias: jax.Array | None = None, scale: float | None = None,
-              implementation: str | None = None) -> jax.Array:
+              implementation: str | None = None,
+              sequence_parallel: bool | None = None) -> jax.Array:
     """Softmax attention ``softmax(scale * q k^T + bias) v`` over ``[B, L, heads, head_dim]``.
 
     Args:
@@ -28,12 +126,97 @@ def attention(q: jax.Array, k: jax.Array, v: jax.Array, *, mask: jax.Array | Non
       bias: optional additive logit bias broadcastable to ``[B, H, Lq, Lk]`` (T5's relative
         position bias).
       scale: the logit scale; default ``1/sqrt(head_dim)`` (T5 passes 1.0).
-      implementation: ``"xla"`` (the default, runs everywhere) or ``"cudnn"`` (flash
-        attention on NVIDIA GPUs, half precision only).
+      implementation: ``"xla"``, ``"cudnn"``, or a registered kernel (``"splash"``);
+        default: the ``VIDAX_ATTENTION`` environment variable, else the automatic choice
+        (see the module docstring).
+      sequence_parallel: on a context mesh with ``sp > 1``: ``True`` -- this attention must
+        be split over ``sp`` (a ``VidaxError`` naming the heads or tokens that do not divide;
+        what a video DiT's long self-attention passes, since leaving 75k tokens to XLA would
+        cost O(L^2) memory on every device); ``None`` (default) -- split where it divides
+        evenly, else left to XLA's partitioner with a logged warning (a VAE's one-head or
+        CLIP's 257-token attention on a DiT's mesh); ``False`` -- never split.
     """
-    implementation = implementation or "xla"
-    if implementation not in IMPLEMENTATIONS:
-        raise ValueError(f"unknown attention implementation {implementation!r}; "
-                         f"choose one of {IMPLEMENTATIONS}")
-    return jax.nn.dot_product_attention(q, k, v, bias=bias, mask=mask, scale=scale,
-                                        implementation=implementation)
+    name = implementation or os.environ.get(ENV_VAR) or None
+    if name is None:
+        name, why = choose_implementation(q, has_bias=bias is not None)
+        _log_once(f"attention kernel: {name} ({why}); override with implementation= or "
+                  f"{ENV_VAR}")
+    kernel = _KERNELS.get(name)
+    if kernel is None:
+        hint = (" (a TPU Pallas kernel: register it with "
+                "vidax.nn.attention.register_kernel('splash', fn))" if name == "splash" else "")
+        raise VidaxError(f"unknown attention implementation {name!r}{hint}; available: "
+                         f"{', '.join(_KERNELS)}")
+    if name == "cudnn" and q.dtype not in _HALF:
+        raise VidaxError(f"cuDNN flash attention takes bfloat16 or float16 inputs, got "
+                         f"{q.dtype}; use implementation='xla' (or unset {ENV_VAR})")
+
+    mesh = jax.sharding.get_abstract_mesh()
+    sp = _sequence_parallel_degree(q, k, mesh, mask is None and bias is None, sequence_parallel)
+    if sp > 1 or (kernel.needs_shard_map and not mesh.empty and mesh.size > 1):
+        if mask is None and bias is None:
+            return _sharded_attention(q, k, v, scale, kernel, mesh, sp)
+        if kernel.needs_shard_map:
+            raise VidaxError(f"attention kernel {name!r} cannot take a mask or bias on a "
+                             f"mesh; use implementation='xla' for this call")
+    return kernel.fn(q, k, v, mask=mask, bias=bias, scale=scale)
+
+
+def _sequence_parallel_degree(q, k, mesh, unmasked: bool, wanted: bool | None) -> int:
+    """The ``sp`` this call is split over (1: not split), by the rules of ``attention``."""
+    manual = set(getattr(mesh, "manual_axes", ()))
+    if wanted is False or sharding.SEQUENCE_AXIS in manual:
+        return 1
+    sp = sharding.axis_size(mesh, sharding.SEQUENCE_AXIS)
+    if sp == 1:
+        return 1
+    self_attention = k.shape[1] == q.shape[1]
+    problem = None if unmasked else "sequence-parallel attention takes no mask or bias."
+    problem = problem or sharding.sequence_parallel_problem(
+        sp, num_heads=q.shape[2] if self_attention else None, num_tokens=q.shape[1],
+        what="self-attention" if self_attention else "cross-attention's queries")
+    if problem is None:
+        return sp
+    if wanted:
+        raise VidaxError(problem)
+    _warn_once(f"{problem} This attention ({list(q.shape)} queries) is left to XLA's "
+               f"partitioner; sequence_parallel=True makes this an error.")
+    return 1
+
+
+@functools.cache
+def _warn_once(message: str) -> None:
+    log.warning(message)
+
+
+def _sharded_attention(q, k, v, scale, kernel: Kernel, mesh, sp: int) -> jax.Array:
+    """Attention inside ``shard_map``: batch over the batch axes that divide it, heads over
+    ``tp`` where they divide, and for self-attention with ``sp > 1`` the Ulysses exchange.
+
+    Only the axes named in the specs become manual; the others stay Auto, for XLA.
+    """
+    b, lq, heads, _ = q.shape
+    self_attention = k.shape[1] == lq
+    manual = set(getattr(mesh, "manual_axes", ()))
+    batch = tuple(a for a in sharding.batch_axes(mesh, b) if a not in manual)
+    tp = sharding.axis_size(mesh, sharding.TENSOR_AXIS)
+    head_axis = (sharding.TENSOR_AXIS if tp > 1 and sharding.TENSOR_AXIS not in manual
+                 and heads % (tp * sp) == 0 else None)
+    seq_axis = sharding.SEQUENCE_AXIS if sp > 1 else None
+    q_spec = P(batch or None, seq_axis, head_axis, None)
+    kv_spec = P(batch or None, seq_axis if self_attention else None, head_axis, None)
+    ulysses = seq_axis is not None and self_attention
+
+    def local(q, k, v):
+        if ulysses:   # [b, L/sp, H, D] -> [b, L, H/sp, D]
+            q, k, v = (jax.lax.all_to_all(t, seq_axis, 2, 1, tiled=True) for t in (q, k, v))
+        out = kernel.fn(q, k, v, mask=None, bias=None, scale=scale)
+        if ulysses:   # [b, L, H/sp, D] -> [b, L/sp, H, D]
+            out = jax.lax.all_to_all(out, seq_axis, 1, 2, tiled=True)
+        return out
+
+    names = {a for a in (*batch, seq_axis, head_axis) if a}
+    if not names:    # nothing to split (e.g. a one-device mesh with a Pallas kernel)
+        return kernel.fn(q, k, v, mask=None, bias=None, scale=scale)
+    return jax.shard_map(local, mesh=mesh, in_specs=(q_spec, kv_spec, kv_spec),
+                         out_specs=q_spec, axis_names=names)(q, k, v)

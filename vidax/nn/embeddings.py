@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -23,3 +25,32 @@ def sinusoidal_embedding(t: jax.Array, dim: int, *, max_period: float = 10000.0)
         phase = jnp.asarray(t).astype(jnp.float64)[..., None] * jnp.asarray(freqs, jnp.float64)
         emb = jnp.concatenate([jnp.cos(phase), jnp.sin(phase)], axis=-1)
         return emb.astype(jnp.float32)
+
+
+def diffusers_timestep_embedding(t: jax.Array, dim: int, *, flip_sin_to_cos: bool = False,
+                                 downscale_freq_shift: float = 1.0, scale: float = 1.0,
+                                 max_period: float = 10000.0) -> jax.Array:
+    """diffusers' ``get_timestep_embedding`` (``Timesteps``), in float32 as diffusers computes
+    it: ``[*t.shape, dim]``.
+
+    For the families whose authors call diffusers' embedding (LTX-Video, ...). Unlike
+    :func:`sinusoidal_embedding` it keeps diffusers' float32 phases: matching the authors
+    means matching their rounding too (at t ~ 1000 float32 phases are off by ~1e-4 rad, the
+    same in both). The frequency table ``exp(-ln(max_period) * i / (half - shift))`` is built
+    on the host with diffusers' float32 operation order, the ``exp`` correctly rounded
+    (through float64: torch's float32 ``exp`` is within an ulp of that, numpy's float32 one
+    is not, and an ulp of a frequency is ~6e-5 rad of phase at t = 1000); the phases
+    ``t * f`` and their ``sin`` / ``cos`` run in float32 on the device. ``flip_sin_to_cos``
+    puts the cos half first; an odd ``dim`` gets one zero column at the end.
+    """
+    half = dim // 2
+    exponent = np.float32(-math.log(max_period)) * np.arange(half, dtype=np.float32)
+    exponent = exponent / np.float32(half - downscale_freq_shift)
+    freqs = jnp.asarray(np.exp(exponent.astype(np.float64)).astype(np.float32))
+    phase = jnp.asarray(t).astype(jnp.float32)[..., None] * freqs
+    phase = jnp.float32(scale) * phase
+    sin, cos = jnp.sin(phase), jnp.cos(phase)
+    emb = jnp.concatenate([cos, sin] if flip_sin_to_cos else [sin, cos], axis=-1)
+    if dim % 2:
+        emb = jnp.pad(emb, [(0, 0)] * (emb.ndim - 1) + [(0, 1)])
+    return emb

@@ -25,17 +25,25 @@ are float32 always. ``compute_dtype=float32`` (the default) runs everything in f
 ``compute_dtype=bfloat16`` reproduces how the authors run the DiT -- float32 weights under
 ``torch.amp.autocast(dtype=bfloat16)`` -- op by op:
 
-* bfloat16 (operands cast, float32 accumulation): the patch embedding, every Linear of the
-  text embedding, of ``img_emb`` (fc1, fc2) and of the blocks (q, k, v, o of both attentions,
-  k_img / v_img, the FFN) with the GELUs between them, and the attention itself (q k^T, and
-  probabilities x v; the softmax is float32, as in flash-attention).
+* bfloat16 (operands cast, float32 accumulation): the patch embedding (its output stays
+  bfloat16 until the first residual add, so block 0's ``norm1`` output is rounded to it, as
+  the authors' ``type_as(x)``), every Linear of the text embedding, of ``img_emb`` (fc1, fc2)
+  and of the blocks (q, k, v, o of both attentions, k_img / v_img, the FFN) with the GELUs
+  between them (evaluated in float32 and rounded once, as PyTorch's kernels do), and the
+  attention itself (q k^T, and probabilities x v; the softmax is float32, as in
+  flash-attention).
 * float32 islands, as the authors keep them: the sinusoidal embedding (float64), the
   ``time_embedding`` / ``time_projection`` MLPs, the modulation arithmetic, every LayerNorm
   (autocast runs ``layer_norm`` in float32; ``img_emb``'s two included), the q/k RMSNorms
-  (statistics and the scale; their input is the bfloat16 Linear output), RoPE, the gated
-  residual adds, and the whole ``head`` (norm, modulation and its Linear). The float32
-  islands' matmuls run at "highest" precision, so a GPU's TF32 default cannot touch them
-  (PyTorch's float32 matmuls do not use TF32 either).
+  (``WanRMSNorm``: float32 statistics, the normalised value rounded to the Linear output's
+  bfloat16, then the float32 weight), RoPE, the gated residual adds, and the whole ``head``
+  (norm, modulation and its Linear). The float32 islands' matmuls run at "highest"
+  precision, so a GPU's TF32 default cannot touch them (PyTorch's float32 matmuls do not use
+  TF32 either).
+
+One difference remains in ``vidax.nn.layers``: its bfloat16 Linear/Conv round the product to
+bfloat16 and then add the (bfloat16) bias, a second rounding; PyTorch adds the bias in the
+float32 accumulator and rounds once.
 
 The sinusoidal timestep embedding is computed in float64 as theirs is
 (:func:`vidax.nn.embeddings.sinusoidal_embedding`) and the RoPE tables come from float64 host
@@ -188,16 +196,29 @@ class _MLP(nnx.Module):
         return self.fc2(self.act(self.fc1(x)))
 
 
+# The GELUs evaluate in float32 and round once to their input's dtype, as PyTorch's kernels
+# do for bfloat16 tensors (a bfloat16 formula evaluated op by op would round at every op).
 def _gelu_tanh(x):
-    return jax.nn.gelu(x, approximate=True)
+    return jax.nn.gelu(x.astype(_F32), approximate=True).astype(x.dtype)
 
 
 def _gelu(x):
-    return jax.nn.gelu(x, approximate=False)
+    return jax.nn.gelu(x.astype(_F32), approximate=False).astype(x.dtype)
 
 
 def _maybe(norm, x):
     return x if norm is None else norm(x)
+
+
+def _qk_norm(norm: RMSNorm | None, x: jax.Array) -> jax.Array:
+    """The authors' ``WanRMSNorm`` on a Linear output ``x``, returning float32:
+    ``_norm(x.float()).type_as(x) * weight`` -- statistics in float32, the normalised value
+    rounded to ``x``'s dtype (a no-op in float32), then scaled by the float32 weight."""
+    xf = x.astype(_F32)
+    if norm is None:
+        return xf
+    y = xf * jax.lax.rsqrt(jnp.square(xf).mean(-1, keepdims=True) + norm.eps)
+    return y.astype(x.dtype).astype(_F32) * norm.scale[...].astype(_F32)
 
 
 class TimeProjection(nnx.Module):
@@ -230,8 +251,8 @@ class WanSelfAttention(nnx.Module):
         """``cd``: the compute dtype of the Linears and the attention; the q/k norms and RoPE
         take their float32 view of the Linear outputs."""
         x = x.astype(cd)
-        q = apply_rope(self._heads(_maybe(self.norm_q, self.q(x).astype(_F32))), *rope)
-        k = apply_rope(self._heads(_maybe(self.norm_k, self.k(x).astype(_F32))), *rope)
+        q = apply_rope(self._heads(_qk_norm(self.norm_q, self.q(x))), *rope)
+        k = apply_rope(self._heads(_qk_norm(self.norm_k, self.k(x))), *rope)
         out = attention(q.astype(cd), k.astype(cd), self._heads(self.v(x)))
         return self.o(out.reshape(x.shape))
 
@@ -266,12 +287,12 @@ class WanCrossAttention(nnx.Module):
         """``cd`` as in :class:`WanSelfAttention`; the text and image attention outputs are
         summed in float32 (the authors cast both back to the float32 query's dtype)."""
         x, context = x.astype(cd), context.astype(cd)
-        q = self._heads(_maybe(self.norm_q, self.q(x).astype(_F32))).astype(cd)
-        k = self._heads(_maybe(self.norm_k, self.k(context).astype(_F32))).astype(cd)
+        q = self._heads(_qk_norm(self.norm_q, self.q(x))).astype(cd)
+        k = self._heads(_qk_norm(self.norm_k, self.k(context))).astype(cd)
         out = attention(q, k, self._heads(self.v(context))).astype(_F32)
         if context_img is not None:
             context_img = context_img.astype(cd)
-            k_img = self._heads(_maybe(self.norm_k_img, self.k_img(context_img).astype(_F32)))
+            k_img = self._heads(_qk_norm(self.norm_k_img, self.k_img(context_img)))
             out = out + attention(q, k_img.astype(cd),
                                   self._heads(self.v_img(context_img))).astype(_F32)
         return self.o(out.reshape(x.shape).astype(cd))
@@ -412,7 +433,9 @@ class WanDiT(nnx.Module):
             raise VidaxError(f"text context has {context.shape[1]} tokens, more than "
                              f"text_len {cfg.text_len}")
 
-        x = self.patch_embedding(x.astype(cd)).astype(_F32)
+        # In ``cd`` until the first residual add makes it float32 (so block 0's norm1 output
+        # is rounded to ``cd``, as the authors' ``type_as(x)`` does).
+        x = self.patch_embedding(x.astype(cd))
         grid = x.shape[1:4]
         x = x.reshape(b, -1, cfg.dim)
 

@@ -2,3 +2,6 @@
 registers every family's components (``vidax.registry``)."""
 
 from vidax.translator.mappings import wan2_1  # noqa: F401
+from vidax.translator.mappings import wan2_2  # noqa: F401
+from vidax.translator.mappings import wan2_2_diffusers  # noqa: F401
+from vidax.translator.mappings import ltx_video  # noqa: F401

@@ -1,0 +1,678 @@
+"""Wan2.1 pipelines end to end (DESIGN.md §6.3): vidax against the authors' sampling loop (T2V)
+and diffusers' ``WanImageToVideoPipeline`` (I2V, FLF2V), from the same initial noise; the mp4
+``vidax generate`` writes; bad input.
+
+Tiny releases are written in the authors' layout by their own classes (wan22 package: DiT
+``WanModel``, ``T5Encoder``, ``WanVAE_``, the XLM-R ``XLMRobertaCLIP``), random values in
+every tensor, each saved from its own ``state_dict()`` under the release's file name, next
+to a ``config.json`` and a ``google/umt5-xxl/`` tokenizer folder (a SentencePiece model
+trained here, saved by transformers). The component sizes are
+``vidax.pipelines.wan2_1.tiny_configs``: vidax identifies such a folder as variant ``tiny``.
+
+Oracles:
+
+* T2V: the authors' ``WanT2V.generate`` itself (``wan/text2video.py`` of wan22), called on a
+  stand-in ``self`` that holds the tiny models (its ``__init__`` loads full-size files onto
+  CUDA): their ``T5EncoderModel.__call__`` (tokenizer + encoder), their noise from the seed,
+  their scheduler set-up, their loop with CFG, their ``Wan2_1_VAE.decode``. With
+  ``boundary = 0`` (one expert, never switched) and ``lightning = False`` this is Wan2.1's
+  ``WanT2V.generate`` line for line. Float32 on CPU (their autocast blocks are CUDA-only).
+* I2V / FLF2V: Wan2.2 has no Wan2.1 image branch, so diffusers' ``WanImageToVideoPipeline``
+  is the reference: its DiT and VAE made by diffusers' converters from the same files vidax
+  loads, its ``prompt_embeds`` from the authors' T5 (``T5EncoderModel.__call__``, zero padded
+  to 512) and its image embeddings from the authors' CLIP (``CLIPModel.visual``), and the
+  authors' UniPC scheduler. diffusers builds the mask and the condition latents itself.
+
+Bound: final latents (T2V also the decoded video), float32 on both sides ("fp32" policy,
+matmul precision "highest"), max |vidax - reference| <= 1e-4 x std(reference). Every stage
+agrees to ~1e-6..1e-5 relative on its own (the component tests); the sampler carries those
+residues through 4 steps and the guidance ``uncond + 5 (cond - uncond)`` multiplies the
+difference of two DiT outputs by 5, so up to ~10x a single pass's residue is expected; the
+measured figures (printed, and recorded as properties) are 5e-6..1e-5 x std. UniPC and
+DPM++ are both driven. Negative controls: T2V with the prompt and the negative prompt
+exchanged (CFG turned around); I2V and FLF2V with vidax's mask and condition channels in the
+opposite order. Both must fail. The default "bf16" policy gets a sanity bound only
+(correlation > 0.99; bfloat16 rounding is ~1e-2 x std here).
+
+Also: the mp4 that ``vidax generate`` writes decodes to the requested frames and size, and
+bad input (a missing component, the VAE saved as the DiT, a prompt over 512 tokens, frames
+not 4n+1, a size not a multiple of 16, a missing image) gets one clear message and no file.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import dataclasses  # noqa: E402
+import functools  # noqa: E402
+import io  # noqa: E402
+import json  # noqa: E402
+import random  # noqa: E402
+import shutil  # noqa: E402
+import time  # noqa: E402
+import types  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import safetensors.torch  # noqa: E402
+import torch  # noqa: E402
+from flax import nnx  # noqa: E402
+
+import vidax  # noqa: E402
+from tests.reference import wan22  # noqa: E402
+from vidax import cli, video  # noqa: E402
+from vidax.errors import VerificationError, VidaxError  # noqa: E402
+from vidax.models.wan2_1.dit import CLIP_DIM, CLIP_TOKENS  # noqa: E402
+from vidax.pipelines import wan2_1 as wan  # noqa: E402
+
+jax.config.update("jax_default_matmul_precision", "highest")
+pytestmark = [pytest.mark.filterwarnings("ignore:.*autocast.*:FutureWarning"),
+              pytest.mark.filterwarnings("ignore:.*CUDA is not available.*:UserWarning"),
+              pytest.mark.filterwarnings("ignore:Some donated buffers were not usable")]
+
+REL_TOL = 1e-4
+FRAMES, STEPS, SEED = 9, 4, 7
+SIZE = (64, 48)  # (width, height): latents 3 x 6 x 8, 3 x 3 x 4 DiT tokens
+PROMPT = "a cat runs across the snowy forest at sunset, cinematic lighting"
+TEXT_LEN = 512
+CLIP_FILE = "models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth"
+# The text tower of the tiny XLM-R CLIP: in the file, ignored by the mapper.
+TINY_CLIP_TEXT = dict(embed_dim=16, vocab_size=50, max_text_len=16, text_dim=32, text_heads=2,
+                      text_layers=1)
+
+
+# ----------------------------------------------------------------------------- tiny releases
+def _randomize(named_params, seed: int) -> None:
+    """Random values in every tensor, scaled so activations stay O(1): norm scales around
+    1, biases around 0, matrices ~ 1/sqrt(fan_in), free embeddings O(0.5)."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in named_params:
+            noise = torch.randn(p.shape, generator=gen)
+            if name.endswith(("modulation", "emb_pos", "cls_embedding", "pos_embedding",
+                              "log_scale")):
+                p.copy_(0.5 * noise)
+            elif name.endswith("gamma") or ("norm" in name and name.endswith("weight")):
+                p.copy_(1 + 0.2 * noise)
+            elif name.endswith("embedding.weight"):  # T5 token and relative-bias tables
+                p.copy_(noise)
+            elif p.ndim >= 2:
+                p.copy_(noise / p[0].numel() ** 0.5)
+            else:
+                p.copy_(0.1 * noise)
+
+
+def _train_sentencepiece() -> bytes:
+    import sentencepiece as spm
+
+    words = ("a cat dog runs jumps over the lazy brown fox in snowy forest at sunset camera "
+             "slowly pans across golden field of wheat cinematic lighting close up shot bird "
+             "flies sky clouds 镜头 晃动 色调 艳丽 过曝 静态 细节 模糊 字幕").split()
+    rng = random.Random(0)
+    lines = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 12))) for _ in range(2000)]
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines), model_writer=model, model_type="unigram",
+        vocab_size=120, hard_vocab_limit=False, character_coverage=1.0,
+        normalization_rule_name="nmt_nfkc", pad_id=0, eos_id=1, unk_id=2, bos_id=-1,
+        minloglevel=2, num_threads=1)
+    return model.getvalue()
+
+
+def _write_tokenizer(folder: Path) -> None:
+    """A ``google/umt5-xxl``-like folder: transformers' T5 tokenizer saved from a trained
+    SentencePiece model (tokenizer.json, tokenizer_config.json, special_tokens_map.json,
+    spiece.model)."""
+    from transformers import T5Tokenizer
+
+    src = folder / "_spiece"
+    src.mkdir(parents=True)
+    (src / "spiece.model").write_bytes(_train_sentencepiece())
+    T5Tokenizer.from_pretrained(src, extra_ids=10, local_files_only=True).save_pretrained(folder)
+    shutil.copy(src / "spiece.model", folder / "spiece.model")
+    shutil.rmtree(src)
+
+
+def _authors_dit_state(cfg) -> dict[str, torch.Tensor]:
+    """The authors' tiny WanModel state dict; i2v/flf2v with Wan2.1's image branch added by
+    name and shape as Wan2.1's model.py defines it (``WanI2VCrossAttention`` k_img, v_img,
+    norm_k_img; ``MLPProj`` img_emb.proj.{0,1,3,4}; flf2v ``emb_pos``): Wan2.2's WanModel
+    has every other tensor, the same."""
+    model = wan22.model_module().WanModel(
+        **dict(dataclasses.asdict(cfg), model_type="t2v" if cfg.model_type == "t2v" else "i2v"))
+    state = dict(model.state_dict())
+    if cfg.model_type != "t2v":
+        d = cfg.dim
+        for n in range(cfg.num_layers):
+            p = f"blocks.{n}.cross_attn."
+            state |= {p + "k_img.weight": torch.empty(d, d), p + "k_img.bias": torch.empty(d),
+                      p + "v_img.weight": torch.empty(d, d), p + "v_img.bias": torch.empty(d),
+                      p + "norm_k_img.weight": torch.empty(d)}
+        state |= {"img_emb.proj.0.weight": torch.empty(CLIP_DIM),
+                  "img_emb.proj.0.bias": torch.empty(CLIP_DIM),
+                  "img_emb.proj.1.weight": torch.empty(CLIP_DIM, CLIP_DIM),
+                  "img_emb.proj.1.bias": torch.empty(CLIP_DIM),
+                  "img_emb.proj.3.weight": torch.empty(d, CLIP_DIM),
+                  "img_emb.proj.3.bias": torch.empty(d),
+                  "img_emb.proj.4.weight": torch.empty(d),
+                  "img_emb.proj.4.bias": torch.empty(d)}
+        if cfg.model_type == "flf2v":
+            state["img_emb.emb_pos"] = torch.empty(1, 2 * CLIP_TOKENS, CLIP_DIM)
+    state = {k: v.detach().clone().contiguous() for k, v in state.items()}
+    _randomize(sorted(state.items()), seed=1)
+    return state
+
+
+def _authors_t5(cfg):
+    model = wan22.t5_module().T5Encoder(
+        vocab=cfg.vocab_size, dim=cfg.dim, dim_attn=cfg.dim_attn, dim_ffn=cfg.dim_ffn,
+        num_heads=cfg.num_heads, num_layers=cfg.num_layers, num_buckets=cfg.num_buckets,
+        shared_pos=cfg.shared_pos).eval()
+    _randomize(model.named_parameters(), seed=2)
+    # The release's file is bfloat16; keep the values it can hold, so both sides read the same.
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.to(torch.bfloat16).float())
+    return model
+
+
+def _authors_vae(cfg):
+    model = wan22.vae2_1_module().WanVAE_(
+        dim=cfg.dim, z_dim=cfg.z_dim, dim_mult=list(cfg.dim_mult),
+        num_res_blocks=cfg.num_res_blocks, attn_scales=[],
+        temperal_downsample=list(cfg.temporal_downsample), dropout=0.0).eval()
+    _randomize(model.named_parameters(), seed=3)
+    return model
+
+
+def _authors_clip(cfg):
+    model, transforms = wan22.clip_module().clip_xlm_roberta_vit_h_14(
+        return_transforms=True, image_size=cfg.image_size, patch_size=cfg.patch_size,
+        vision_dim=cfg.dim, vision_mlp_ratio=cfg.mlp_ratio, vision_heads=cfg.num_heads,
+        vision_layers=cfg.num_layers, vision_pool=cfg.pool_type, vision_pre_norm=cfg.pre_norm,
+        activation=cfg.activation, norm_eps=cfg.norm_eps, **TINY_CLIP_TEXT)
+    model = model.eval()
+    _randomize(model.named_parameters(), seed=4)
+    return model, transforms
+
+
+def write_release(folder: Path, task: str) -> types.SimpleNamespace:
+    """A tiny Wan2.1 release folder in the authors' layout; returns the torch modules."""
+    configs = wan.tiny_configs(task)
+    folder.mkdir(parents=True)
+    dit_state = _authors_dit_state(configs["dit"])
+    safetensors.torch.save_file(dit_state, folder / "diffusion_pytorch_model.safetensors")
+    # config.json as WanModel.save_pretrained writes it, plus the keys it leaves out
+    # (ignore_for_config), whose tiny values differ from the release defaults.
+    (folder / "config.json").write_text(json.dumps(
+        {"_class_name": "WanModel", "_diffusers_version": "0.30.0",
+         **dataclasses.asdict(configs["dit"])}))
+    t5 = _authors_t5(configs["text_encoder"])
+    torch.save({k: v.to(torch.bfloat16) for k, v in t5.state_dict().items()},
+               folder / "models_t5_umt5-xxl-enc-bf16.pth")
+    vae = _authors_vae(configs["vae"])
+    torch.save(vae.state_dict(), folder / "Wan2.1_VAE.pth")
+    _write_tokenizer(folder / wan.TOKENIZER_DIR)
+    clip = transforms = None
+    if task != "t2v":
+        clip, transforms = _authors_clip(configs["image_encoder"])
+        torch.save(clip.state_dict(), folder / CLIP_FILE)
+    return types.SimpleNamespace(folder=folder, configs=configs, dit_state=dit_state, t5=t5,
+                                 vae=vae, clip=clip, clip_transforms=transforms)
+
+
+# ----------------------------------------------------------------------------- the authors' pieces
+def _authors_text_encoder(release):
+    """``T5EncoderModel`` around the tiny encoder (its __init__ builds UMT5-XXL): the
+    authors' ``__call__`` -- their tokenizer to 512, the encoder, ``u[:seq_len]``."""
+    t5 = wan22.t5_module()
+    encoder = object.__new__(t5.T5EncoderModel)
+    encoder.text_len, encoder.dtype, encoder.device = TEXT_LEN, torch.float32, torch.device("cpu")
+    encoder.model = release.t5
+    encoder.tokenizer = wan22.tokenizers_module().HuggingfaceTokenizer(
+        name=str(release.folder / wan.TOKENIZER_DIR), seq_len=TEXT_LEN, clean="whitespace")
+    return encoder
+
+
+def _padded(context: torch.Tensor) -> torch.Tensor:
+    """An unpadded ``[L, D]`` context zero-padded to 512, as diffusers' prompt_embeds are."""
+    return torch.cat([context, context.new_zeros(TEXT_LEN - context.shape[0], context.shape[1])])
+
+
+def _authors_vae_wrapper(release, recording: list):
+    """``Wan2_1_VAE`` around the tiny model (its __init__ builds the full-size one), its
+    ``decode`` recording the latents it receives: the sampler's final x0."""
+    module = wan22.vae2_1_module()
+
+    class Recording(module.Wan2_1_VAE):
+        def decode(self, zs):
+            recording.append(zs[0].clone())
+            return super().decode(zs)
+
+    cfg = release.configs["vae"]
+    vae = object.__new__(Recording)
+    vae.dtype, vae.device, vae.model = torch.float32, torch.device("cpu"), release.vae
+    vae.mean, vae.std = torch.tensor(cfg.latents_mean), torch.tensor(cfg.latents_std)
+    vae.scale = [vae.mean, 1.0 / vae.std]
+    return vae
+
+
+def _authors_noise(latent_shape, seed: int) -> np.ndarray:
+    """``torch.randn(16, T, h, w, generator=seed_g)``: the first draw of the generator the
+    authors seed in ``generate``, in their layout [C, T, h, w]."""
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    t, h, w, c = latent_shape
+    return torch.randn(c, t, h, w, dtype=torch.float32, generator=gen).numpy()
+
+
+def _compare(name, out, ref, record_property) -> dict:
+    out, ref = np.asarray(out, np.float64), np.asarray(ref, np.float64)
+    assert out.shape == ref.shape, (out.shape, ref.shape)
+    stats = {"max_abs_diff": float(np.abs(out - ref).max()), "ref_std": float(ref.std()),
+             "corr": float(np.corrcoef(out.ravel(), ref.ravel())[0, 1])}
+    stats["bound"] = REL_TOL * stats["ref_std"]
+    stats["rel"] = stats["max_abs_diff"] / stats["ref_std"]
+    print(f"{name}: max|diff| {stats['max_abs_diff']:.3e} ({stats['rel']:.2e} x std), "
+          f"std(ref) {stats['ref_std']:.4f}, bound {stats['bound']:.3e}, "
+          f"corr {stats['corr']:.9f}")
+    record_property(name, stats)
+    return stats
+
+
+# ----------------------------------------------------------------------------- T2V vs the authors
+@pytest.fixture(scope="module")
+def t2v(tmp_path_factory):
+    release = write_release(tmp_path_factory.mktemp("wan2_1") / "Wan2.1-T2V-tiny", "t2v")
+    pipe = vidax.pipeline("wan2_1", release.folder, precision="fp32")
+    return types.SimpleNamespace(release=release, pipe=pipe)
+
+
+@pytest.fixture(scope="module")
+def t2v_reference(t2v):
+    return _authors_generate(t2v, "unipc")
+
+
+def _authors_generate(t2v, sample_solver: str):
+    """The authors' ``WanT2V.generate`` on the tiny release: final latents [C, T, h, w],
+    decoded video [3, F, H, W] in [-1, 1], and the noise it drew."""
+    wan_t2v = wan22.text2video_module().WanT2V
+    from wan.configs.shared_config import wan_shared_cfg
+
+    self = object.__new__(wan_t2v)
+    recorded = []
+    dit = wan22.model_module().WanModel(**dataclasses.asdict(t2v.release.configs["dit"])).eval()
+    dit.load_state_dict(t2v.release.dit_state)
+    self.__dict__.update(
+        device=torch.device("cpu"), rank=0, t5_cpu=False, init_on_cpu=False, sp_size=1,
+        num_train_timesteps=1000, boundary=0.0, param_dtype=torch.bfloat16, lightning=False,
+        vae_stride=wan.VAE_STRIDE, patch_size=wan.PATCH, low_noise_model=dit,
+        high_noise_model=dit, text_encoder=_authors_text_encoder(t2v.release),
+        vae=_authors_vae_wrapper(t2v.release, recorded),
+        sample_neg_prompt=wan_shared_cfg.sample_neg_prompt)
+    inputs = []
+    hook = dit.register_forward_pre_hook(lambda m, args, kwargs: inputs.append(args[0][0]),
+                                         with_kwargs=True)
+    start = time.perf_counter()
+    with torch.no_grad():
+        frames = self.generate(PROMPT, size=SIZE, frame_num=FRAMES, shift=5.0,
+                               sample_solver=sample_solver, sampling_steps=STEPS,
+                               guide_scale=5.0,
+                               n_prompt="", seed=SEED, offload_model=False)
+    hook.remove()
+    print(f"authors' WanT2V.generate ({sample_solver}): {time.perf_counter() - start:.1f} s")
+    request = wan.make_request("t2v", "tiny", PROMPT, frames=FRAMES, size=SIZE)
+    noise = _authors_noise(request.latent_shape, SEED)
+    np.testing.assert_array_equal(inputs[0].numpy(), noise)  # the noise their loop started from
+    return types.SimpleNamespace(latents=recorded[0].numpy(), frames=frames.numpy(), noise=noise,
+                                 negative_prompt=wan_shared_cfg.sample_neg_prompt)
+
+
+def test_negative_prompt_is_the_authors(t2v_reference):
+    assert wan.NEGATIVE_PROMPT == t2v_reference.negative_prompt
+    assert wan.DEFAULTS["t2v-14b"].negative_prompt == wan.NEGATIVE_PROMPT
+
+
+def test_t2v_matches_authors_generate(t2v, t2v_reference, record_property):
+    start = time.perf_counter()
+    latents = t2v.pipe.sample(PROMPT, frames=FRAMES, size=SIZE, steps=STEPS,
+                              noise=t2v_reference.noise)
+    print(f"vidax sample (compile included): {time.perf_counter() - start:.1f} s")
+    ref = t2v_reference.latents.transpose(1, 2, 3, 0)
+    stats = _compare("t2v_latents", latents, ref, record_property)
+    assert stats["max_abs_diff"] <= stats["bound"], stats
+
+    # The whole output too: the decoded video, before the uint8 rounding.
+    video_out = t2v.pipe.vae.decode(latents[None])[0]
+    video_ref = t2v_reference.frames.transpose(1, 2, 3, 0)
+    stats = _compare("t2v_video", video_out, video_ref, record_property)
+    assert stats["max_abs_diff"] <= stats["bound"], stats
+
+    # Negative control: prompt and negative prompt exchanged turns the guidance around.
+    swapped = t2v.pipe.sample(t2v_reference.negative_prompt, negative_prompt=PROMPT,
+                              frames=FRAMES, size=SIZE, steps=STEPS, noise=t2v_reference.noise)
+    stats = _compare("t2v_negative_swapped_cfg", swapped, ref, record_property)
+    assert stats["max_abs_diff"] > stats["bound"], stats
+
+
+def test_t2v_dpm_solver_matches_authors_generate(t2v, record_property):
+    """``--sample-solver dpm++``: the authors' sigmas through ``retrieve_timesteps``."""
+    reference = _authors_generate(t2v, "dpm++")
+    latents = t2v.pipe.sample(PROMPT, frames=FRAMES, size=SIZE, steps=STEPS,
+                              sample_solver="dpm++", noise=reference.noise)
+    stats = _compare("t2v_latents_dpm++", latents, reference.latents.transpose(1, 2, 3, 0),
+                     record_property)
+    assert stats["max_abs_diff"] <= stats["bound"], stats
+
+
+def test_noise_layouts_and_seed(t2v, t2v_reference):
+    """The authors' [C, T, h, w] and vidax's [T, h, w, C] (with or without a batch axis) give
+    the same noise; a seed gives JAX noise of the right shape, the same every time."""
+    request = wan.make_request("t2v", "tiny", PROMPT, frames=FRAMES, size=SIZE)
+    authors = t2v_reference.noise
+    ours = authors.transpose(1, 2, 3, 0)
+    for given in (authors, authors[None], ours, ours[None]):
+        np.testing.assert_array_equal(wan.noise_array(given, request.latent_shape), ours)
+    with pytest.raises(VidaxError, match=r"expected the authors' layout \[16, 3, 6, 8\]"):
+        wan.noise_array(authors[:, :2], request.latent_shape)
+    a = np.asarray(t2v.pipe.initial_noise(request))
+    assert a.shape == (1, *request.latent_shape)
+    np.testing.assert_array_equal(a, np.asarray(t2v.pipe.initial_noise(request)))
+
+
+def test_t2v_bf16_policy_stays_close(t2v, t2v_reference, record_property):
+    """The default policy (bf16 DiT compute and UMT5, as the authors run them) against the
+    float32 reference: no parity bound (bf16 rounds at ~4e-3), a sanity bound."""
+    pipe = vidax.pipeline("wan2_1", t2v.release.folder)
+    assert pipe.precision.name == "bf16"
+    latents = pipe.sample(PROMPT, frames=FRAMES, size=SIZE, steps=STEPS,
+                          noise=t2v_reference.noise)
+    ref = t2v_reference.latents.transpose(1, 2, 3, 0)
+    stats = _compare("t2v_latents_bf16_policy", latents, ref, record_property)
+    assert stats["corr"] > 0.99, stats
+    assert {a.dtype for a in jax.tree.leaves(nnx.state(pipe.dit))} == {jnp.dtype(jnp.float32)}
+    assert {a.dtype for a in jax.tree.leaves(nnx.state(pipe.text_encoder))} == \
+        {jnp.dtype(jnp.bfloat16)}
+
+
+# ----------------------------------------------------------------------------- I2V/FLF2V
+def _image(height: int, width: int, seed: int) -> np.ndarray:
+    """A smooth random uint8 image (so the tiny VAE sees structure, not only noise)."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:height, 0:width] / max(height, width)
+    channels = [np.sin(2 * np.pi * (rng.uniform(0.5, 2) * x + rng.uniform(0.5, 2) * y
+                                    + rng.uniform())) for _ in range(3)]
+    noise = rng.uniform(-0.2, 0.2, (height, width, 3))
+    return np.clip((np.stack(channels, -1) * 0.7 + noise + 1) * 127.5, 0, 255).astype(np.uint8)
+
+
+def _diffusers_reference(release, task, request, noise, first, last):
+    """diffusers' WanImageToVideoPipeline on the same files, embeddings from the authors'
+    T5 and CLIP, the authors' UniPC scheduler: final latents [1, 16, T, h, w]."""
+    from diffusers import AutoencoderKLWan, WanImageToVideoPipeline, WanTransformer3DModel
+    from diffusers.loaders.single_file_utils import (convert_wan_transformer_to_diffusers,
+                                                     convert_wan_vae_to_diffusers)
+
+    cfg = release.configs["dit"]
+    state = convert_wan_transformer_to_diffusers(dict(release.dit_state))
+    if task == "flf2v":  # the converter has no rule for it (see tests/models/test_wan2_1_dit.py)
+        state["condition_embedder.image_embedder.pos_embed"] = state.pop("img_emb.emb_pos")
+    transformer = WanTransformer3DModel(
+        patch_size=cfg.patch_size, num_attention_heads=cfg.num_heads,
+        attention_head_dim=cfg.head_dim, in_channels=cfg.in_dim, out_channels=cfg.out_dim,
+        text_dim=cfg.text_dim, freq_dim=cfg.freq_dim, ffn_dim=cfg.ffn_dim,
+        num_layers=cfg.num_layers, cross_attn_norm=cfg.cross_attn_norm,
+        qk_norm="rms_norm_across_heads", eps=cfg.eps, image_dim=CLIP_DIM,
+        added_kv_proj_dim=cfg.dim, pos_embed_seq_len=2 * CLIP_TOKENS if task == "flf2v" else None)
+    transformer.load_state_dict(state, strict=True)
+    vcfg = release.configs["vae"]
+    vae = AutoencoderKLWan(base_dim=vcfg.dim, z_dim=vcfg.z_dim, dim_mult=list(vcfg.dim_mult),
+                           num_res_blocks=vcfg.num_res_blocks,
+                           temperal_downsample=list(vcfg.temporal_downsample),
+                           latents_mean=list(vcfg.latents_mean),
+                           latents_std=list(vcfg.latents_std))
+    vae.load_state_dict(convert_wan_vae_to_diffusers(release.vae.state_dict()), strict=True)
+    unipc, _ = wan22.fm_solvers()
+    # Built as the authors build it (shift=1: a shift given to __init__ would also move
+    # sigma_max), the shift passed to set_timesteps, which diffusers calls without one.
+    scheduler = unipc.FlowUniPCMultistepScheduler(num_train_timesteps=1000, shift=1,
+                                                  use_dynamic_shifting=False)
+    scheduler.set_timesteps = functools.partial(scheduler.set_timesteps, shift=request.shift)
+    pipe = WanImageToVideoPipeline(tokenizer=None, text_encoder=None, vae=vae,
+                                   scheduler=scheduler, transformer=transformer.eval())
+
+    encoder = _authors_text_encoder(release)
+    clip = object.__new__(wan22.clip_module().CLIPModel)
+    clip.model, clip.transforms, clip.dtype = release.clip, release.clip_transforms, torch.float32
+    images = [first] + ([last] if task == "flf2v" else [])
+    with torch.no_grad():
+        prompt_embeds = _padded(encoder([request.prompt], "cpu")[0])[None]
+        negative_embeds = _padded(encoder([request.negative_prompt], "cpu")[0])[None]
+        # CLIPModel.visual takes [3, 1, H, W] videos in [-1, 1]: the authors' image tensors
+        image_embeds = clip.visual([torch.from_numpy(i).permute(2, 0, 1)[:, None] for i in images])
+    pipe.encode_image = lambda image, device: image_embeds
+
+    width, height = request.size
+    as_input = lambda img: torch.from_numpy(img).permute(2, 0, 1)[None]  # noqa: E731
+    # [0, 1] tensors at the output size: diffusers' preprocess then only maps them to [-1, 1]
+    unit = lambda img: as_input(((img + 1) / 2).astype(np.float32))  # noqa: E731
+    with torch.no_grad():
+        latents = pipe(image=unit(first), last_image=unit(last) if task == "flf2v" else None,
+                       prompt_embeds=prompt_embeds, negative_prompt_embeds=negative_embeds,
+                       height=height, width=width, num_frames=request.frames,
+                       num_inference_steps=request.steps, guidance_scale=request.guidance_scale,
+                       latents=torch.from_numpy(noise)[None], output_type="latent",
+                       return_dict=False)[0]
+    return latents[0].numpy()
+
+
+@pytest.fixture(scope="module", params=["i2v", "flf2v"])
+def image_case(request, tmp_path_factory):
+    task = request.param
+    release = write_release(tmp_path_factory.mktemp("wan2_1") / f"Wan2.1-{task}-tiny", task)
+    pipe = vidax.pipeline("wan2_1", release.folder, precision="fp32")
+    assert (pipe.task, pipe.variant) == (task, "tiny")
+    height, width = SIZE[1], SIZE[0]
+    first = _image(height, width, seed=10)
+    last = _image(height, width, seed=11) if task == "flf2v" else None
+    req = pipe.request(PROMPT, image=first, last_image=last, frames=FRAMES, size=SIZE,
+                       steps=STEPS)
+    assert req.size == SIZE  # the image's aspect ratio within that area: the same size
+    noise = _authors_noise(req.latent_shape, SEED)
+    req = dataclasses.replace(req, noise=wan.noise_array(noise, req.latent_shape))
+    start = time.perf_counter()
+    ref = _diffusers_reference(release, task, req, noise, req.image, req.last_image)
+    print(f"diffusers {task}: {time.perf_counter() - start:.1f} s")
+    return types.SimpleNamespace(task=task, release=release, pipe=pipe, request=req,
+                                 ref=ref.transpose(1, 2, 3, 0))
+
+
+def test_image_to_video_matches_diffusers(image_case, record_property, monkeypatch):
+    case = image_case
+    start = time.perf_counter()
+    latents = case.pipe.sample(request=case.request)
+    print(f"vidax {case.task} sample (compile included): {time.perf_counter() - start:.1f} s")
+    stats = _compare(f"{case.task}_latents", latents, case.ref, record_property)
+    assert stats["max_abs_diff"] <= stats["bound"], stats
+
+    # Negative control: the condition latent's channels before the mask's.
+    monkeypatch.setattr(wan, "condition_channels",
+                        lambda mask, latent: jnp.concatenate(
+                            [jnp.asarray(latent), jnp.asarray(mask, jnp.float32)], axis=-1))
+    swapped = case.pipe.sample(request=case.request)
+    stats = _compare(f"{case.task}_negative_channel_order", swapped, case.ref, record_property)
+    assert stats["max_abs_diff"] > stats["bound"], stats
+
+
+# ----------------------------------------------------------------------------- conditioning details
+def test_mask_is_the_authors():
+    """The authors' msk construction (image2video.py; flf2v: msk[:, 1:-1] = 0), in torch."""
+    for frames, last in ((81, False), (81, True), (9, True), (1, False)):
+        lat_h, lat_w = 3, 5
+        msk = torch.ones(1, frames, lat_h, lat_w)
+        if last:
+            msk[:, 1:-1] = 0
+        else:
+            msk[:, 1:] = 0
+        msk = torch.concat([torch.repeat_interleave(msk[:, 0:1], repeats=4, dim=1), msk[:, 1:]],
+                           dim=1)
+        msk = msk.view(1, msk.shape[1] // 4, 4, lat_h, lat_w).transpose(1, 2)[0]
+        ours = wan.condition_mask(frames, (lat_h, lat_w), last)
+        np.testing.assert_array_equal(ours, msk.permute(1, 2, 3, 0).numpy())
+
+
+def _authors_output_size(h, w, max_area):
+    """``WanI2V.generate`` / ``WanFLF2V.generate``'s lines, verbatim but for ``self.``."""
+    vae_stride, patch_size = (4, 8, 8), (1, 2, 2)
+    aspect_ratio = h / w
+    lat_h = round(
+        np.sqrt(max_area * aspect_ratio) // vae_stride[1] //
+        patch_size[1] * patch_size[1])
+    lat_w = round(
+        np.sqrt(max_area / aspect_ratio) // vae_stride[2] //
+        patch_size[2] * patch_size[2])
+    return lat_h * vae_stride[1], lat_w * vae_stride[2]
+
+
+def test_output_size_and_last_frame_are_the_authors():
+    rng = np.random.default_rng(0)
+    areas = (1280 * 720, 832 * 480, 64 * 48)
+    images = [(1104, 832), (1024, 1024), (480, 832), (1080, 1920),
+              *rng.integers(48, 2000, (50, 2))]
+    for h, w in images:
+        for area in areas:
+            if min(_authors_output_size(int(h), int(w), area)) > 0:
+                assert wan.output_size_for_image((int(h), int(w)), area) == \
+                    _authors_output_size(int(h), int(w), area)
+    # The examples of the authors' README (i2v_input.JPG is 832x1104, the flf2v frames
+    # 1024x1024) at the default area, and their float64 floor kept: a 480x832 image at
+    # 832*480 gives 464 rows (sqrt = 479.99999999999994), as theirs.
+    assert wan.output_size_for_image((1104, 832), 1280 * 720) == (1104, 832)
+    assert wan.output_size_for_image((1024, 1024), 1280 * 720) == (960, 960)
+    assert wan.output_size_for_image((480, 832), 832 * 480) == (464, 832)
+    with pytest.raises(VidaxError, match="too small"):
+        wan.output_size_for_image((10, 1000), 32 * 32)
+    first = np.zeros((48, 64, 3), np.float32)
+    last = np.arange(40 * 60 * 3, dtype=np.float32).reshape(40, 60, 3)
+    assert wan.match_last_frame(first, first) is first
+    with pytest.warns(UserWarning, match="reproduces the authors' handling"):
+        out = wan.match_last_frame(first, last)
+    # r = max(64/60, 48/40) = 1.2 -> [72, 48] read as (height 72, width 48)
+    assert out.shape == (72, 48, 3)
+    np.testing.assert_array_equal(out[16:56], last[:, 6:54])
+    assert not out[:16].any() and not out[56:].any()
+
+
+def test_bicubic_resize_is_torch():
+    x = np.random.default_rng(0).uniform(-1, 1, (37, 53, 3)).astype(np.float32)
+    for size in ((48, 64), (16, 32), (37, 53)):
+        ref = torch.nn.functional.interpolate(torch.from_numpy(x).permute(2, 0, 1)[None],
+                                              size=size, mode="bicubic")
+        np.testing.assert_allclose(wan.resize_bicubic(x, *size),
+                                   ref[0].permute(1, 2, 0).numpy(), atol=2e-6)
+
+
+# ----------------------------------------------------------------------------- the CLI and the mp4
+def _generate(folder, out, *extra) -> int:
+    return cli.main(["generate", "wan2_1", "--checkpoint-dir", str(folder), "--prompt", PROMPT,
+                     "--out", str(out), *extra])
+
+
+def test_generate_writes_the_mp4(t2v, tmp_path, capsys):
+    out = tmp_path / "video.mp4"
+    rc = _generate(t2v.release.folder, out, "--frames", str(FRAMES), "--size", "64x48",
+                   "--steps", str(STEPS), "--fps", "12")
+    printed = capsys.readouterr()
+    assert rc == 0, printed.err
+    assert f"wrote {out.resolve()}: 9 frames, 64x48, 12 fps" in printed.out
+    for phase in ("loading dit", "dit: matched", "encoding the prompt", "sampling 9 frames",
+                  "decoding 3 latent frames"):
+        assert phase in printed.out
+    frames, fps = video.read_video(out)
+    assert frames.shape == (9, 48, 64, 3) and fps == 12
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["video.mp4"]
+
+
+def test_generate_truncates_a_long_prompt_with_a_warning(t2v, tmp_path, capsys):
+    out = tmp_path / "long.mp4"
+    rc = cli.main(["generate", "wan2_1", "--checkpoint-dir", str(t2v.release.folder),
+                   "--prompt", "a cat runs across the field " * 120, "--frames", str(FRAMES),
+                   "--size", "64x48", "--steps", str(STEPS), "--out", str(out)])
+    printed = capsys.readouterr()
+    assert rc == 0, printed.err
+    assert "warning: the prompt is" in printed.out and "were dropped" in printed.out
+    assert out.is_file()
+
+
+def _assert_refused(rc, capsys, tmp_path, *needles):
+    err = capsys.readouterr().err
+    assert rc == 1, err
+    flat = " ".join(err.split())
+    for needle in needles:
+        assert needle in flat, flat
+    assert not any(p.suffix == ".mp4" for p in tmp_path.rglob("*")), list(tmp_path.rglob("*"))
+
+
+def test_generate_refuses_bad_frames_and_size(t2v, tmp_path, capsys):
+    rc = _generate(t2v.release.folder, tmp_path / "a.mp4", "--frames", "80")
+    _assert_refused(rc, capsys, tmp_path, "frames 80", "4n+1", "77 or 81")
+    rc = _generate(t2v.release.folder, tmp_path / "a.mp4", "--size", "1280x700")
+    _assert_refused(rc, capsys, tmp_path, "size 1280x700", "multiples of 16",
+                    "nearest valid size is 1280x704")
+    rc = _generate(t2v.release.folder, tmp_path / "a.mp4", "--size", "big")
+    _assert_refused(rc, capsys, tmp_path, "WIDTHxHEIGHT")
+    rc = _generate(t2v.release.folder, tmp_path / "a.mp4", "--image", "x.png")
+    _assert_refused(rc, capsys, tmp_path, "text-to-video release takes no image")
+    rc = _generate(t2v.release.folder, tmp_path / "a.avi")
+    _assert_refused(rc, capsys, tmp_path, "must be an .mp4 file")
+
+
+def test_generate_refuses_a_missing_component(t2v, tmp_path, capsys):
+    folder = tmp_path / "incomplete"
+    shutil.copytree(t2v.release.folder, folder)
+    (folder / "Wan2.1_VAE.pth").unlink()
+    shutil.rmtree(folder / wan.TOKENIZER_DIR)
+    rc = _generate(folder, tmp_path / "a.mp4")
+    _assert_refused(rc, capsys, tmp_path, f"{folder} is not a complete Wan2.1 release folder",
+                    "Wan2.1_VAE.pth (the VAE)", "google/umt5-xxl/tokenizer.json",
+                    "Nothing was loaded")
+
+
+def test_generate_refuses_a_vae_file_as_the_dit(t2v, tmp_path, capsys):
+    folder = tmp_path / "vae_as_dit"
+    shutil.copytree(t2v.release.folder, folder)
+    safetensors.torch.save_file(t2v.release.vae.state_dict(),
+                                folder / "diffusion_pytorch_model.safetensors")
+    rc = _generate(folder, tmp_path / "a.mp4")
+    _assert_refused(rc, capsys, tmp_path, "diffusion_pytorch_model.safetensors is not a wan2_1 "
+                    "dit checkpoint", "no weights were loaded")
+    with pytest.raises(VerificationError, match="is not a wan2_1 dit checkpoint"):
+        vidax.pipeline("wan2_1", folder)
+
+
+def test_generate_image_tasks_need_their_images(image_case, tmp_path, capsys):
+    folder = image_case.release.folder
+    rc = _generate(folder, tmp_path / "a.mp4")
+    _assert_refused(rc, capsys, tmp_path, f"{image_case.task} needs the first frame: --image")
+    if image_case.task == "flf2v":
+        img = tmp_path / "first.png"
+        from PIL import Image
+
+        Image.fromarray(_image(48, 64, seed=1)).save(img)
+        rc = _generate(folder, tmp_path / "a.mp4", "--image", str(img))
+        _assert_refused(rc, capsys, tmp_path, "flf2v needs the last frame too: --last-image")
+
+
+def test_image_to_video_bf16_policy_stays_close(image_case, record_property):
+    """The default policy on the image path too: UMT5 in bfloat16 (the authors' t5_dtype),
+    the DiT's bfloat16 compute, CLIP in float32; a sanity bound."""
+    pipe = vidax.pipeline("wan2_1", image_case.release.folder)
+    assert pipe.precision.name == "bf16"
+    latents = pipe.sample(request=image_case.request)
+    stats = _compare(f"{image_case.task}_latents_bf16_policy", latents, image_case.ref,
+                     record_property)
+    assert stats["corr"] > 0.99, stats

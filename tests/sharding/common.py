@@ -1,0 +1,61 @@
+"""Shared pieces of the sharding tests (see conftest.py): the small Wan2.1 DiT config, its
+authors'-layout file, inputs and the jitted forward."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import numpy as np
+import safetensors.torch
+import torch
+from flax import nnx
+
+from tests.reference import wan22
+from vidax.models.wan2_1.dit import WanDiTConfig
+
+jax.config.update("jax_default_matmul_precision", "highest")
+
+BATCH = 2
+LATENT = (3, 8, 12)            # T, H, W: 3 x 4 x 6 = 72 tokens, divisible by 8
+TEXT_LEN = 12
+
+
+def small_config(**changes) -> WanDiTConfig:
+    sizes = dict(dim=256, ffn_dim=1024, num_heads=8, text_dim=64)
+    return dataclasses.replace(WanDiTConfig.tiny(), **(sizes | changes))
+
+
+def randomize(named_params, seed: int) -> None:
+    """Random values in every tensor, scaled so activations stay O(1)."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in named_params:
+            noise = torch.randn(p.shape, generator=gen)
+            if name.endswith("modulation"):
+                p.copy_(0.5 * noise)
+            elif p.ndim >= 2:
+                p.copy_(noise / p[0].numel() ** 0.5)
+            elif name.endswith("weight"):
+                p.copy_(1 + 0.2 * noise)
+            else:
+                p.copy_(0.1 * noise)
+
+
+def write_authors_dit(cfg: WanDiTConfig, path, seed: int = 0):
+    model = wan22.model_module().WanModel(**dataclasses.asdict(cfg)).eval()
+    randomize(model.named_parameters(), seed)
+    safetensors.torch.save_file(model.state_dict(), path)
+    return path
+
+
+def dit_inputs(batch: int = BATCH, latent=LATENT, seed: int = 1) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {"x": rng.standard_normal((batch, *latent, 16)).astype(np.float32),
+            "t": np.linspace(937.0, 121.5, batch).astype(np.float32),
+            "context": rng.standard_normal((batch, TEXT_LEN, 64)).astype(np.float32)}
+
+
+@nnx.jit
+def run_dit(model, x, t, context):
+    return model(x, t, context)

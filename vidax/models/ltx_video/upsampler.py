@@ -1,0 +1,154 @@
+"""The LTX-Video latent upsampler, after the authors' ``LatentUpsampler``.
+
+Mirrors Lightricks/LTX-Video ``ltx_video/models/autoencoders/latent_upsampler.py`` at
+``dims=3`` (every released upsampler: ``ltxv-spatial-upscaler-0.9.8.safetensors`` doubles H and
+W of un-normalised VAE latents between the two passes of the multi-scale pipeline; the
+temporal upscaler doubles the frames). Module names are the authors'; their
+``upsampler = nn.Sequential(conv, PixelShuffleND)`` holds one weight, ``upsampler.0`` here
+``upsampler.conv``.
+
+The computation: ``initial_conv`` (3x3x3, zero padding in every axis: a plain Conv3d, not
+causal), GroupNorm(32), SiLU; ``num_blocks_per_stage`` ResBlocks (conv, GroupNorm, SiLU, conv,
+GroupNorm, then SiLU of the sum with the input); the upsampling; as many ResBlocks again;
+``final_conv``. Spatial upsampling runs a 3x3 *2-D* conv per frame (4 x mid channels) and a
+2x2 pixel shuffle; temporal (or both) a 3-D conv (2x / 8x channels), a pixel shuffle, and the
+first output frame dropped (the causal first frame stays one frame). GroupNorm eps 1e-5.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from vidax.errors import VidaxError
+from vidax.models.ltx_video.vae import depth_to_space
+from vidax.nn.group_norm import GroupNorm
+from vidax.nn.layers import Conv, KeyGen
+
+GROUPS = 32
+
+
+@dataclass(frozen=True)
+class LTXVideoUpsamplerConfig:
+    """The authors' ``LatentUpsampler`` arguments; defaults: the 0.9.8 spatial upscaler."""
+
+    in_channels: int = 128
+    mid_channels: int = 512
+    num_blocks_per_stage: int = 4
+    spatial_upsample: bool = True
+    temporal_upsample: bool = False
+
+    def __post_init__(self):
+        if not (self.spatial_upsample or self.temporal_upsample):
+            raise VidaxError("LTX-Video latent upsampler: spatial_upsample or temporal_upsample "
+                             "must be true")
+        if self.mid_channels % GROUPS:
+            raise VidaxError(f"LTX-Video latent upsampler mid_channels {self.mid_channels} must "
+                             f"be a multiple of {GROUPS} (its GroupNorm groups)")
+
+    @property
+    def stride(self) -> tuple[int, int, int]:
+        """The (time, height, width) upsampling factors."""
+        t = 2 if self.temporal_upsample else 1
+        s = 2 if self.spatial_upsample else 1
+        return (t, s, s)
+
+    @classmethod
+    def spatial_0_9_8(cls) -> LTXVideoUpsamplerConfig:
+        """``ltxv-spatial-upscaler-0.9.8.safetensors``: 128 -> 512 channels, 4 + 4 ResBlocks,
+        2x H and W (the file's metadata config carries these numbers and is read first)."""
+        return cls()
+
+    @classmethod
+    def tiny(cls, temporal: bool = False) -> LTXVideoUpsamplerConfig:
+        """For tests: 16 latent channels, 64 mid channels (2 per GroupNorm group), 2 + 2 blocks."""
+        return cls(in_channels=16, mid_channels=64, num_blocks_per_stage=2,
+                   spatial_upsample=not temporal, temporal_upsample=temporal)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LTXVideoUpsamplerConfig:
+        """From the file's metadata ``config`` (the authors' ``LatentUpsampler.config()``),
+        with their ``from_config`` defaults for omitted keys."""
+        if d.get("_class_name", "LatentUpsampler") != "LatentUpsampler":
+            raise VidaxError(f"LTX-Video latent upsampler config _class_name "
+                             f"{d['_class_name']!r}: vidax reads LatentUpsampler configs")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(k for k in d if k not in names | {"dims"} and not k.startswith("_"))
+        if unknown:
+            raise VidaxError(f"unknown LTX-Video latent upsampler config keys {unknown}")
+        if d.get("dims", 2) != 3:
+            raise VidaxError(f"LTX-Video latent upsampler dims={d.get('dims', 2)}: vidax "
+                             "implements the released dims=3 upsamplers")
+        defaults = {"in_channels": 4, "mid_channels": 128, "num_blocks_per_stage": 4,
+                    "spatial_upsample": True, "temporal_upsample": False}
+        return cls(**{k: d.get(k, v) for k, v in defaults.items()})
+
+
+class ResBlock(nnx.Module):
+    """The authors' upsampler ``ResBlock``."""
+
+    def __init__(self, channels: int, *, keys: KeyGen, param_dtype):
+        kw = dict(keys=keys, padding=1, param_dtype=param_dtype)
+        self.conv1 = Conv(channels, channels, (3, 3, 3), **kw)
+        self.norm1 = GroupNorm(GROUPS, channels, param_dtype=param_dtype)
+        self.conv2 = Conv(channels, channels, (3, 3, 3), **kw)
+        self.norm2 = GroupNorm(GROUPS, channels, param_dtype=param_dtype)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        h = jax.nn.silu(self.norm1(self.conv1(x)))
+        return jax.nn.silu(self.norm2(self.conv2(h)) + x)
+
+
+class Upsample(nnx.Module):
+    """The authors' ``upsampler`` Sequential: ``conv`` then the pixel shuffle."""
+
+    def __init__(self, channels: int, stride: tuple[int, int, int], *, keys: KeyGen,
+                 param_dtype):
+        self.stride = stride
+        factor = stride[0] * stride[1] * stride[2]
+        kernel = (3, 3) if stride[0] == 1 else (3, 3, 3)   # spatial only: a per-frame Conv2d
+        self.conv = Conv(channels, factor * channels, kernel, keys=keys, padding=1,
+                         param_dtype=param_dtype)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        b, f = x.shape[:2]
+        if self.stride[0] == 1:
+            y = self.conv(x.reshape(b * f, *x.shape[2:]))
+            return depth_to_space(y.reshape(b, f, *y.shape[1:]), self.stride)
+        return depth_to_space(self.conv(x), self.stride)[:, 1:]
+
+
+class LTXVideoLatentUpsampler(nnx.Module):
+    """``LatentUpsampler(dims=3)``: un-normalised latents ``[B, F, H, W, C]`` ->
+    ``[B, F', 2H, 2W, C]`` (spatial; ``F' = 2F - 1`` when temporal)."""
+
+    def __init__(self, config: LTXVideoUpsamplerConfig, *, keys: KeyGen | int = 0,
+                 param_dtype=jnp.float32):
+        keys = keys if isinstance(keys, KeyGen) else KeyGen(keys)
+        cfg = self.config = config
+        mid, kw = cfg.mid_channels, dict(keys=keys, param_dtype=param_dtype)
+        self.initial_conv = Conv(cfg.in_channels, mid, (3, 3, 3), padding=1, **kw)
+        self.initial_norm = GroupNorm(GROUPS, mid, param_dtype=param_dtype)
+        self.res_blocks = nnx.List([ResBlock(mid, **kw) for _ in range(cfg.num_blocks_per_stage)])
+        self.upsampler = Upsample(mid, cfg.stride, **kw)
+        self.post_upsample_res_blocks = nnx.List([ResBlock(mid, **kw)
+                                                  for _ in range(cfg.num_blocks_per_stage)])
+        self.final_conv = Conv(mid, cfg.in_channels, (3, 3, 3), padding=1, **kw)
+
+    def __call__(self, latents: jax.Array) -> jax.Array:
+        latents = jnp.asarray(latents)
+        if latents.ndim != 5 or latents.shape[-1] != self.config.in_channels:
+            raise VidaxError(f"LTX-Video latent upsampler input must be [B, F, H, W, "
+                             f"{self.config.in_channels}], got {tuple(latents.shape)}")
+        x = jax.nn.silu(self.initial_norm(self.initial_conv(latents)))
+        for block in self.res_blocks:
+            x = block(x)
+        x = self.upsampler(x)
+        for block in self.post_upsample_res_blocks:
+            x = block(x)
+        return self.final_conv(x)

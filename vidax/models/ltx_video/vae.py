@@ -1,0 +1,563 @@
+"""The LTX-Video causal video VAE, after the authors' ``CausalVideoAutoencoder``.
+
+Mirrors Lightricks/LTX-Video ``ltx_video/models/autoencoders/causal_video_autoencoder.py``
+(``Encoder``, ``Decoder``, ``UNetMidBlock3D``, ``ResnetBlock3D``, ``SpaceToDepthDownsample``,
+``DepthToSpaceUpsample``, ``causal_conv3d.CausalConv3d``, ``pixel_norm.PixelNorm``) for the
+0.9.5 - 0.9.8 block stacks: pixel norm, ``res_x`` groups, the ``compress_*_res``
+space-to-depth encoder stages, depth-to-space decoder stages, the timestep-conditioned decoder,
+one shared latent log-variance. Module names are the authors' (``encoder.down_blocks.N`` /
+``decoder.up_blocks.N`` index the config's block lists, the decoder's reversed; every conv is
+``<name>.conv``), so the mapper only renames the latent statistics.
+
+Layout: channels-last. Video ``[B, F, H, W, 3]`` in [-1, 1] with ``F = 1 + 8k`` and ``H, W``
+multiples of 32 <-> latents ``[B, 1 + k, H/32, W/32, 128]``.
+
+The computation, as the authors' code does it:
+
+* Patchify ``b c f (h q) (w r) -> b (c r q) f h w`` (q = r = 4): the channel index is
+  ``c * 16 + r * 4 + q``, the *width* offset before the height offset.
+* Convs are 3x3x3 with spatial padding 1 (``spatial_padding_mode``, zeros in 0.9.8) and time
+  padding by repeated edge frames: causal (the encoder, always) 2 copies of the first frame
+  in front; non-causal (the 0.9.8 decoder) one copy of the first frame in front and one of
+  the last behind.
+* ``PixelNorm``: ``x / sqrt(mean_c(x^2) + 1e-8)``. Resnet: norm1, SiLU, conv1, norm2, SiLU,
+  conv2, plus the input; the conditioned decoder modulates after each norm with
+  ``scale_shift_table [4, C]`` + the group's ``time_embedder`` (4C) as
+  (shift1, scale1, shift2, scale2).
+* Encoder ``compress_*_res``: for a time stride the first frame is duplicated; the output is
+  space-to-depth(conv(x)) (conv to C_out / prod(stride) channels) plus space-to-depth(x)
+  averaged over groups of channels. ``conv_out`` gives 128 means + 1 log-variance shared by
+  every channel (``latent_log_var="uniform"``).
+* Decoder ``compress_all`` (and ``compress_time`` / ``compress_space``): conv to
+  prod(stride) x C / multiplier channels, depth-to-space, with ``residual`` the input
+  depth-to-spaced and tiled over channels added; after a time stride the first frame is
+  dropped. The decoder's timestep is ``t * timestep_scale_multiplier`` (a learned scalar);
+  the final PixelNorm is modulated by ``last_scale_shift_table [2, C]`` + ``last_time_embedder``
+  (2C) as (shift, scale).
+* Latents are normalised per channel with the file's statistics:
+  ``(z - mean-of-means) / std-of-means`` (``vae_per_channel_normalize=True``, what every 0.9.x
+  pipeline uses). The three other statistics vectors in the file are not used by the authors.
+
+Decode noise: the authors' pipeline mixes fresh noise into the normalised latents before
+decoding, ``z <- (1 - s) z + s * noise`` with ``s = decode_noise_scale`` (default: the decode
+timestep). :meth:`LTXVideoVAE.decode_normalized` takes that noise as an argument, so runs
+are reproducible and comparable.
+
+Precision: the computation runs in the input's dtype (float32 by default); the parameters
+are cast at use. Normalisation statistics in float32.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from vidax.errors import VidaxError
+from vidax.models.ltx_video.dit import CombinedTimestepEmbedding
+from vidax.nn.layers import Conv, KeyGen, init_param
+
+_F32 = jnp.float32
+PIXEL_NORM_EPS = 1e-8
+#: Encoder blocks (space-to-depth stages with their strides) and decoder blocks (depth-to-space).
+ENCODER_STRIDES = {"compress_space_res": (1, 2, 2), "compress_time_res": (2, 1, 1),
+                   "compress_all_res": (2, 2, 2)}
+DECODER_STRIDES = {"compress_space": (1, 2, 2), "compress_time": (2, 1, 1),
+                   "compress_all": (2, 2, 2)}
+PADDING_MODES = {"zeros": "constant", "replicate": "edge", "reflect": "reflect"}
+LOG_VARS = ("uniform", "per_channel")
+
+
+@dataclass(frozen=True)
+class Block:
+    """One entry of the authors' ``encoder_blocks`` / ``decoder_blocks`` list. ``multiplier``
+    is None where the config omits it (its default differs between the authors' uses)."""
+
+    name: str
+    num_layers: int = 1
+    multiplier: int | None = None
+    residual: bool = False
+
+    @classmethod
+    def parse(cls, entry, where: str) -> Block:
+        name, params = entry
+        if isinstance(params, int):
+            params = {"num_layers": params}
+        params = dict(params)
+        if params.pop("inject_noise", False):
+            raise VidaxError(f"LTX-Video VAE {where} block {name}: inject_noise=True draws noise "
+                             "inside the decoder; no released 0.9.x VAE uses it")
+        if "attention_head_dim" in params:
+            raise VidaxError(f"LTX-Video VAE {where} block {name}: attention blocks are not "
+                             "part of any released 0.9.x VAE")
+        unknown = sorted(set(params) - {"num_layers", "multiplier", "residual"})
+        if unknown:
+            raise VidaxError(f"LTX-Video VAE {where} block {name}: unknown parameters {unknown}")
+        return cls(name, **params)
+
+
+def _blocks(entries, where: str, names) -> tuple[Block, ...]:
+    blocks = tuple(b if isinstance(b, Block) else Block.parse(b, where) for b in entries)
+    for b in blocks:
+        if b.name not in names:
+            raise VidaxError(f"LTX-Video VAE {where} block {b.name!r}: vidax implements "
+                             f"{sorted(names)} (the 0.9.x stacks)")
+    return blocks
+
+
+@dataclass(frozen=True)
+class LTXVideoVAEConfig:
+    """The authors' ``CausalVideoAutoencoder`` config (a release file's ``config["vae"]``).
+
+    Defaults: the 0.9.8 VAE (all three 0.9.8 releases ship the same architecture).
+    """
+
+    encoder_blocks: tuple[Block, ...] = (
+        Block("res_x", 4), Block("compress_space_res", multiplier=2), Block("res_x", 6),
+        Block("compress_time_res", multiplier=2), Block("res_x", 6),
+        Block("compress_all_res", multiplier=2), Block("res_x", 2),
+        Block("compress_all_res", multiplier=2), Block("res_x", 2))
+    decoder_blocks: tuple[Block, ...] = (
+        Block("res_x", 5), Block("compress_all", multiplier=2, residual=True), Block("res_x", 5),
+        Block("compress_all", multiplier=2, residual=True), Block("res_x", 5),
+        Block("compress_all", multiplier=2, residual=True), Block("res_x", 5))
+    in_channels: int = 3
+    out_channels: int = 3
+    latent_channels: int = 128
+    patch_size: int = 4
+    encoder_base_channels: int = 128
+    decoder_base_channels: int = 128
+    latent_log_var: str = "uniform"
+    causal_decoder: bool = False
+    timestep_conditioning: bool = True
+    spatial_padding_mode: str = "zeros"
+
+    def __post_init__(self):
+        object.__setattr__(self, "encoder_blocks", _blocks(
+            self.encoder_blocks, "encoder", {"res_x", *ENCODER_STRIDES}))
+        object.__setattr__(self, "decoder_blocks", _blocks(
+            self.decoder_blocks, "decoder", {"res_x", *DECODER_STRIDES}))
+        if self.latent_log_var not in LOG_VARS:
+            raise VidaxError(f"LTX-Video VAE latent_log_var {self.latent_log_var!r}: vidax "
+                             f"implements {LOG_VARS}")
+        if self.spatial_padding_mode not in PADDING_MODES:
+            raise VidaxError(f"LTX-Video VAE spatial_padding_mode {self.spatial_padding_mode!r}: "
+                             f"one of {sorted(PADDING_MODES)}")
+
+    @property
+    def spatial_downscale_factor(self) -> int:
+        """Pixels per latent along H and W (32 for 0.9.8): the authors' property."""
+        n = sum(ENCODER_STRIDES[b.name][1] == 2 for b in self.encoder_blocks if b.name != "res_x")
+        return 2 ** n * self.patch_size
+
+    @property
+    def temporal_downscale_factor(self) -> int:
+        """Frames per latent frame after the first (8 for 0.9.8)."""
+        return 2 ** sum(ENCODER_STRIDES[b.name][0] == 2
+                        for b in self.encoder_blocks if b.name != "res_x")
+
+    @property
+    def decoder_channels(self) -> int:
+        """The decoder's widest width (``conv_in``'s output): base x every compress multiplier."""
+        return self.decoder_base_channels * math.prod(
+            b.multiplier or 1 for b in self.decoder_blocks if b.name != "res_x")
+
+    # ------------------------------------------------------------------ presets
+    @classmethod
+    def ltxv_0_9_8(cls) -> LTXVideoVAEConfig:
+        """The VAE of ``ltxv-13b-0.9.8-{dev,distilled}`` and ``ltxv-2b-0.9.8-distilled``."""
+        return cls()
+
+    @classmethod
+    def tiny(cls) -> LTXVideoVAEConfig:
+        """For tests: every block kind, 4x temporal and 16x spatial compression, widths 8-64.
+
+        The decoder mixes a residual ``compress_all`` with plain ``compress_time`` and
+        ``compress_space`` stages so both depth-to-space paths and the frame drop run.
+        """
+        return cls(
+            encoder_blocks=(Block("res_x", 1), Block("compress_space_res", multiplier=2),
+                            Block("res_x", 1), Block("compress_time_res", multiplier=2),
+                            Block("res_x", 1), Block("compress_all_res", multiplier=2),
+                            Block("res_x", 1)),
+            decoder_blocks=(Block("res_x", 2), Block("compress_all", multiplier=2, residual=True),
+                            Block("res_x", 1), Block("compress_time"), Block("res_x", 1),
+                            Block("compress_space"), Block("res_x", 1)),
+            latent_channels=16, encoder_base_channels=8, decoder_base_channels=16)
+
+    # ------------------------------------------------------------------ from_dict
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LTXVideoVAEConfig:
+        """From the authors' config dict, with their ``from_config`` defaults for omitted keys.
+
+        Settings vidax does not implement (2-D or dual convs, quant convs, batch-normalised
+        latents, group/layer norm) are errors naming the key.
+        """
+        if d.get("_class_name", "CausalVideoAutoencoder") != "CausalVideoAutoencoder":
+            raise VidaxError(f"LTX-Video VAE config _class_name {d['_class_name']!r}: vidax "
+                             "reads CausalVideoAutoencoder configs")
+        known = {"_class_name", "_diffusers_version", "dims", "in_channels", "out_channels",
+                 "latent_channels", "encoder_blocks", "decoder_blocks", "blocks",
+                 "scaling_factor", "norm_layer", "patch_size", "latent_log_var",
+                 "use_quant_conv", "causal_decoder", "timestep_conditioning", "double_z",
+                 "normalize_latent_channels", "encoder_base_channels", "decoder_base_channels",
+                 "spatial_padding_mode"}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise VidaxError(f"unknown LTX-Video VAE config keys {unknown}")
+        dims = d.get("dims")
+        fixed = {"dims": (tuple(dims) if isinstance(dims, list) else dims, 3),
+                 "use_quant_conv": (d.get("use_quant_conv", True), False),
+                 "normalize_latent_channels": (d.get("normalize_latent_channels", False), False),
+                 "norm_layer": (d.get("norm_layer", "group_norm"), "pixel_norm")}
+        for key, (value, supported) in fixed.items():
+            if value != supported:
+                raise VidaxError(f"LTX-Video VAE config {key}={value!r}: vidax implements the "
+                                 f"0.9.x VAE ({key}={supported!r})")
+        if "latent_channels" not in d:
+            raise VidaxError("LTX-Video VAE config has no latent_channels (the authors' "
+                             "from_config requires it)")
+        double_z = d.get("double_z", True)
+        blocks = d.get("blocks")
+        return cls(
+            encoder_blocks=d.get("encoder_blocks", blocks),
+            decoder_blocks=d.get("decoder_blocks", blocks),
+            in_channels=d.get("in_channels", 3), out_channels=d.get("out_channels", 3),
+            latent_channels=d["latent_channels"], patch_size=d.get("patch_size", 1),
+            encoder_base_channels=d.get("encoder_base_channels", 128),
+            decoder_base_channels=d.get("decoder_base_channels", 128),
+            latent_log_var=d.get("latent_log_var", "per_channel" if double_z else "none"),
+            causal_decoder=d.get("causal_decoder", False),
+            timestep_conditioning=d.get("timestep_conditioning", False),
+            spatial_padding_mode=d.get("spatial_padding_mode", "zeros"))
+
+
+# ---------------------------------------------------------------------------- functions
+def pixel_norm(x: jax.Array) -> jax.Array:
+    """The authors' ``PixelNorm``: ``x / sqrt(mean_c(x^2) + 1e-8)``."""
+    return x / jnp.sqrt(jnp.mean(jnp.square(x), axis=-1, keepdims=True) + PIXEL_NORM_EPS)
+
+
+def patchify(x: jax.Array, p: int) -> jax.Array:
+    """``[B, F, H*p, W*p, C] -> [B, F, H, W, C*p*p]``, channel ``c*p*p + r*p + q`` for height
+    offset q and width offset r (the authors' ``b c f (h q) (w r) -> b (c r q) f h w``)."""
+    b, f, h, w, c = x.shape
+    x = x.reshape(b, f, h // p, p, w // p, p, c)               # b f h q w r c
+    return x.transpose(0, 1, 2, 4, 6, 5, 3).reshape(b, f, h // p, w // p, c * p * p)
+
+
+def unpatchify(x: jax.Array, p: int) -> jax.Array:
+    """The inverse of :func:`patchify`."""
+    b, f, h, w, cpp = x.shape
+    x = x.reshape(b, f, h, w, cpp // (p * p), p, p)            # b f h w c r q
+    return x.transpose(0, 1, 2, 6, 3, 5, 4).reshape(b, f, h * p, w * p, cpp // (p * p))
+
+
+def space_to_depth(x: jax.Array, stride) -> jax.Array:
+    """``b (d p1) (h p2) (w p3) c -> b d h w (c p1 p2 p3)`` (the authors' rearrange, channels
+    last)."""
+    b, d, h, w, c = x.shape
+    s1, s2, s3 = stride
+    x = x.reshape(b, d // s1, s1, h // s2, s2, w // s3, s3, c)
+    return x.transpose(0, 1, 3, 5, 7, 2, 4, 6).reshape(b, d // s1, h // s2, w // s3,
+                                                       c * s1 * s2 * s3)
+
+
+def depth_to_space(x: jax.Array, stride) -> jax.Array:
+    """``b d h w (c p1 p2 p3) -> b (d p1) (h p2) (w p3) c``: the authors' ``PixelShuffleND``."""
+    b, d, h, w, cs = x.shape
+    s1, s2, s3 = stride
+    c = cs // (s1 * s2 * s3)
+    x = x.reshape(b, d, h, w, c, s1, s2, s3)
+    return x.transpose(0, 1, 5, 2, 6, 3, 7, 4).reshape(b, d * s1, h * s2, w * s3, c)
+
+
+def _modulate(x: jax.Array, shift: jax.Array, scale: jax.Array) -> jax.Array:
+    """``x * (1 + scale) + shift`` with per-sample ``[B, C]`` values over ``[B, F, H, W, C]``."""
+    return x * (1 + scale[:, None, None, None]) + shift[:, None, None, None]
+
+
+# ---------------------------------------------------------------------------- modules
+class CausalConv3d(nnx.Module):
+    """The authors' ``CausalConv3d``: a 3x3x3 conv (``conv``) over channels-last video with
+    spatial padding 1 in ``padding_mode`` and time padding by repeated edge frames."""
+
+    def __init__(self, in_channels: int, out_channels: int, *, padding_mode: str, keys: KeyGen,
+                 param_dtype):
+        self.pad_mode = PADDING_MODES[padding_mode]
+        spatial = (1, 1) if self.pad_mode == "constant" else (0, 0)
+        self.conv = Conv(in_channels, out_channels, (3, 3, 3), keys=keys,
+                         padding=((0, 0), spatial, spatial), param_dtype=param_dtype)
+
+    def __call__(self, x: jax.Array, causal: bool = True) -> jax.Array:
+        first = x[:, :1]
+        if causal:
+            x = jnp.concatenate([first, first, x], axis=1)
+        else:
+            x = jnp.concatenate([first, x, x[:, -1:]], axis=1)
+        if self.pad_mode != "constant":
+            x = jnp.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1), (0, 0)), mode=self.pad_mode)
+        return self.conv(x)
+
+
+class ResnetBlock3D(nnx.Module):
+    """The authors' ``ResnetBlock3D`` with pixel norm and equal in/out channels (``res_x``)."""
+
+    def __init__(self, channels: int, *, timestep_conditioning: bool, padding_mode: str,
+                 keys: KeyGen, param_dtype):
+        kw = dict(padding_mode=padding_mode, keys=keys, param_dtype=param_dtype)
+        self.conv1 = CausalConv3d(channels, channels, **kw)
+        self.conv2 = CausalConv3d(channels, channels, **kw)
+        self.scale_shift_table = (init_param(keys, (4, channels), std=channels ** -0.5,
+                                             dtype=param_dtype)
+                                  if timestep_conditioning else None)
+
+    def __call__(self, x: jax.Array, causal: bool, temb: jax.Array | None) -> jax.Array:
+        """``temb [B, 4C]``: the group's time embedding (conditioned decoder only)."""
+        h = pixel_norm(x)
+        if self.scale_shift_table is not None:
+            ada = self.scale_shift_table[...].astype(x.dtype) + temb.reshape(x.shape[0], 4, -1)
+            h = _modulate(h, ada[:, 0], ada[:, 1])
+        h = self.conv1(jax.nn.silu(h), causal)
+        h = pixel_norm(h)
+        if self.scale_shift_table is not None:
+            h = _modulate(h, ada[:, 2], ada[:, 3])
+        h = self.conv2(jax.nn.silu(h), causal)
+        return x + h
+
+
+class UNetMidBlock3D(nnx.Module):
+    """The authors' ``UNetMidBlock3D`` (a ``res_x`` group): resnets sharing one
+    ``time_embedder`` (4C) when timestep-conditioned."""
+
+    def __init__(self, channels: int, num_layers: int, *, timestep_conditioning: bool,
+                 padding_mode: str, keys: KeyGen, param_dtype):
+        self.time_embedder = (CombinedTimestepEmbedding(4 * channels, keys=keys,
+                                                        param_dtype=param_dtype)
+                              if timestep_conditioning else None)
+        self.res_blocks = nnx.List([
+            ResnetBlock3D(channels, timestep_conditioning=timestep_conditioning,
+                          padding_mode=padding_mode, keys=keys, param_dtype=param_dtype)
+            for _ in range(num_layers)])
+
+    def __call__(self, x: jax.Array, causal: bool = True,
+                 timestep: jax.Array | None = None) -> jax.Array:
+        temb = None if self.time_embedder is None else self.time_embedder(timestep, x.dtype)
+        for block in self.res_blocks:
+            x = block(x, causal, temb)
+        return x
+
+
+class SpaceToDepthDownsample(nnx.Module):
+    """The authors' ``SpaceToDepthDownsample`` (``compress_*_res`` encoder stages)."""
+
+    def __init__(self, in_channels: int, out_channels: int, stride, *, padding_mode: str,
+                 keys: KeyGen, param_dtype):
+        self.stride = tuple(stride)
+        self.group_size = in_channels * math.prod(stride) // out_channels
+        self.conv = CausalConv3d(in_channels, out_channels // math.prod(stride),
+                                 padding_mode=padding_mode, keys=keys, param_dtype=param_dtype)
+
+    def __call__(self, x: jax.Array, causal: bool = True) -> jax.Array:
+        if self.stride[0] == 2:   # the first frame is encoded alone
+            x = jnp.concatenate([x[:, :1], x], axis=1)
+        skip = space_to_depth(x, self.stride)
+        skip = skip.reshape(*skip.shape[:-1], -1, self.group_size).mean(-1)
+        return space_to_depth(self.conv(x, causal), self.stride) + skip
+
+
+class DepthToSpaceUpsample(nnx.Module):
+    """The authors' ``DepthToSpaceUpsample`` (``compress_*`` decoder stages)."""
+
+    def __init__(self, in_channels: int, stride, *, residual: bool, reduction: int,
+                 padding_mode: str, keys: KeyGen, param_dtype):
+        self.stride, self.residual, self.reduction = tuple(stride), residual, reduction
+        self.conv = CausalConv3d(in_channels, math.prod(stride) * in_channels // reduction,
+                                 padding_mode=padding_mode, keys=keys, param_dtype=param_dtype)
+
+    def __call__(self, x: jax.Array, causal: bool = True) -> jax.Array:
+        out = depth_to_space(self.conv(x, causal), self.stride)
+        if self.residual:
+            skip = depth_to_space(x, self.stride)
+            skip = jnp.tile(skip, (1, 1, 1, 1, math.prod(self.stride) // self.reduction))
+            out = out + skip
+        return out[:, 1:] if self.stride[0] == 2 else out
+
+
+class Encoder(nnx.Module):
+    """The authors' ``Encoder``: patchify, ``conv_in``, ``down_blocks``, norm, SiLU,
+    ``conv_out``."""
+
+    def __init__(self, cfg: LTXVideoVAEConfig, *, keys: KeyGen, param_dtype):
+        kw = dict(padding_mode=cfg.spatial_padding_mode, keys=keys, param_dtype=param_dtype)
+        self.patch_size = cfg.patch_size
+        channels = cfg.encoder_base_channels
+        self.conv_in = CausalConv3d(cfg.in_channels * cfg.patch_size ** 2, channels, **kw)
+        blocks = []
+        for b in cfg.encoder_blocks:
+            if b.name == "res_x":
+                blocks.append(UNetMidBlock3D(channels, b.num_layers, timestep_conditioning=False,
+                                             **kw))
+            else:
+                out = channels * (2 if b.multiplier is None else b.multiplier)
+                blocks.append(SpaceToDepthDownsample(channels, out, ENCODER_STRIDES[b.name], **kw))
+                channels = out
+        self.down_blocks = nnx.List(blocks)
+        extra = 1 if cfg.latent_log_var == "uniform" else cfg.latent_channels
+        self.conv_out = CausalConv3d(channels, cfg.latent_channels + extra, **kw)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x = self.conv_in(patchify(x, self.patch_size))
+        for block in self.down_blocks:
+            x = block(x)
+        return self.conv_out(jax.nn.silu(pixel_norm(x)))
+
+
+class Decoder(nnx.Module):
+    """The authors' ``Decoder``, with their timestep conditioning."""
+
+    def __init__(self, cfg: LTXVideoVAEConfig, *, keys: KeyGen, param_dtype):
+        kw = dict(padding_mode=cfg.spatial_padding_mode, keys=keys, param_dtype=param_dtype)
+        self.patch_size, self.causal = cfg.patch_size, cfg.causal_decoder
+        channels = cfg.decoder_channels
+        self.conv_in = CausalConv3d(cfg.latent_channels, channels, **kw)
+        blocks = []
+        for b in reversed(cfg.decoder_blocks):
+            if b.name == "res_x":
+                blocks.append(UNetMidBlock3D(channels, b.num_layers,
+                                             timestep_conditioning=cfg.timestep_conditioning,
+                                             **kw))
+            else:
+                # Only compress_all passes its multiplier (and residual flag) to the block.
+                reduction = (b.multiplier or 1) if b.name == "compress_all" else 1
+                residual = b.residual if b.name == "compress_all" else False
+                blocks.append(DepthToSpaceUpsample(channels, DECODER_STRIDES[b.name],
+                                                   residual=residual, reduction=reduction, **kw))
+                channels //= reduction
+        self.up_blocks = nnx.List(blocks)
+        self.conv_out = CausalConv3d(channels, cfg.out_channels * cfg.patch_size ** 2, **kw)
+        if cfg.timestep_conditioning:
+            self.timestep_scale_multiplier = nnx.Param(jnp.asarray(1000.0, param_dtype))
+            self.last_time_embedder = CombinedTimestepEmbedding(2 * channels, keys=keys,
+                                                                param_dtype=param_dtype)
+            self.last_scale_shift_table = init_param(keys, (2, channels), std=channels ** -0.5,
+                                                     dtype=param_dtype)
+        else:
+            self.timestep_scale_multiplier = None
+
+    def __call__(self, z: jax.Array, timestep: jax.Array | None = None) -> jax.Array:
+        conditioned = self.timestep_scale_multiplier is not None
+        x = self.conv_in(z, self.causal)
+        if conditioned:
+            t = timestep.astype(x.dtype) * self.timestep_scale_multiplier[...].astype(x.dtype)
+        for block in self.up_blocks:
+            if isinstance(block, UNetMidBlock3D):
+                x = block(x, self.causal, t if conditioned else None)
+            else:
+                x = block(x, self.causal)
+        x = pixel_norm(x)
+        if conditioned:
+            emb = self.last_time_embedder(t, x.dtype).reshape(x.shape[0], 2, -1)
+            ada = self.last_scale_shift_table[...].astype(x.dtype) + emb
+            x = _modulate(x, ada[:, 0], ada[:, 1])
+        return unpatchify(self.conv_out(jax.nn.silu(x), self.causal), self.patch_size)
+
+
+class PerChannelStatistics(nnx.Module):
+    """The file's latent statistics that the authors use (``per_channel_statistics.*``)."""
+
+    def __init__(self, channels: int, param_dtype):
+        self.mean_of_means = nnx.Param(jnp.zeros((channels,), param_dtype))
+        self.std_of_means = nnx.Param(jnp.ones((channels,), param_dtype))
+
+
+class LTXVideoVAE(nnx.Module):
+    """The LTX-Video causal video VAE (``CausalVideoAutoencoder``), channels-last."""
+
+    def __init__(self, config: LTXVideoVAEConfig, *, keys: KeyGen | int = 0,
+                 param_dtype=jnp.float32):
+        keys = keys if isinstance(keys, KeyGen) else KeyGen(keys)
+        self.config = config
+        self.encoder = Encoder(config, keys=keys, param_dtype=param_dtype)
+        self.decoder = Decoder(config, keys=keys, param_dtype=param_dtype)
+        self.per_channel_statistics = PerChannelStatistics(config.latent_channels, param_dtype)
+
+    # ------------------------------------------------------------------ encode
+    def encode_moments(self, video: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """Latent means ``[B, F', H', W', C]`` and log-variances (``[..., 1]`` shared by every
+        channel for ``latent_log_var="uniform"``, else ``[..., C]``), un-normalised."""
+        cfg = self.config
+        video = jnp.asarray(video)
+        b, f, h, w, c = video.shape
+        ts, ss = cfg.temporal_downscale_factor, cfg.spatial_downscale_factor
+        if c != cfg.in_channels or (f - 1) % ts or h % ss or w % ss:
+            raise VidaxError(
+                f"LTX-Video VAE input {tuple(video.shape)} must be [B, F, H, W, {cfg.in_channels}]"
+                f" with F = 1 + {ts}k frames and H, W multiples of {ss}")
+        moments = self.encoder(video)
+        return moments[..., :cfg.latent_channels], moments[..., cfg.latent_channels:]
+
+    def encode(self, video: jax.Array, noise: jax.Array | None = None) -> jax.Array:
+        """Un-normalised latents of ``video [B, F, H, W, 3]`` in [-1, 1]: the posterior's mean,
+        or with ``noise`` (``[B, F', H', W', C]``, standard normal) a sample
+        ``mean + exp(logvar / 2) * noise`` as the authors' ``vae_encode`` draws it
+        (``DiagonalGaussianDistribution``: log-variance clipped to [-30, 20])."""
+        mean, logvar = self.encode_moments(video)
+        if noise is None:
+            return mean
+        std = jnp.exp(0.5 * jnp.clip(logvar, -30.0, 20.0))
+        return mean + std * jnp.asarray(noise, mean.dtype)
+
+    # ------------------------------------------------------------------ decode
+    def decode(self, z: jax.Array, timestep: jax.Array | None = None) -> jax.Array:
+        """Video ``[B, 1 + 8(F'-1), 32 H', 32 W', 3]`` from un-normalised latents
+        ``[B, F', H', W', C]``; ``timestep`` ``[B]`` or a scalar (the decode timestep, 0.05 in
+        the 0.9.8 configs) for a timestep-conditioned decoder."""
+        cfg = self.config
+        z = jnp.asarray(z)
+        if z.ndim != 5 or z.shape[-1] != cfg.latent_channels:
+            raise VidaxError(f"LTX-Video VAE latents must be [B, F, H, W, "
+                             f"{cfg.latent_channels}], got {tuple(z.shape)}")
+        if cfg.timestep_conditioning:
+            if timestep is None:
+                raise VidaxError("this LTX-Video VAE decoder is timestep-conditioned: pass the "
+                                 "decode timestep")
+            timestep = jnp.broadcast_to(jnp.asarray(timestep, _F32).reshape(-1), (z.shape[0],))
+        elif timestep is not None:
+            raise VidaxError("this LTX-Video VAE decoder takes no timestep")
+        return self.decoder(z, timestep)
+
+    def decode_normalized(self, latents: jax.Array, timestep: jax.Array | None = None, *,
+                          noise: jax.Array | None = None,
+                          noise_scale: jax.Array | None = None) -> jax.Array:
+        """The authors' pipeline decode: ``latents`` normalised per channel (what the DiT
+        produces); with ``noise`` (same shape, standard normal) first
+        ``(1 - s) latents + s noise`` with ``s = noise_scale`` per sample (default: the
+        timestep); then :meth:`denormalize` and :meth:`decode`."""
+        latents = jnp.asarray(latents)
+        if noise is not None:
+            s = timestep if noise_scale is None else noise_scale
+            if s is None:
+                raise VidaxError("decode noise needs a noise_scale or a timestep")
+            s = jnp.broadcast_to(jnp.asarray(s, latents.dtype).reshape(-1), (latents.shape[0],))
+            s = s[:, None, None, None, None]
+            latents = latents * (1 - s) + jnp.asarray(noise, latents.dtype) * s
+        return self.decode(self.denormalize(latents), timestep)
+
+    # ------------------------------------------------------------------ statistics
+    def normalize(self, z: jax.Array) -> jax.Array:
+        """``(z - mean-of-means) / std-of-means`` per channel (the authors' ``normalize_latents``
+        with ``vae_per_channel_normalize=True``)."""
+        stats = self.per_channel_statistics
+        return ((z - stats.mean_of_means[...].astype(z.dtype))
+                / stats.std_of_means[...].astype(z.dtype))
+
+    def denormalize(self, z: jax.Array) -> jax.Array:
+        """The inverse of :meth:`normalize` (the authors' ``un_normalize_latents``)."""
+        stats = self.per_channel_statistics
+        return (z * stats.std_of_means[...].astype(z.dtype)
+                + stats.mean_of_means[...].astype(z.dtype))

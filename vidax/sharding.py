@@ -1,0 +1,359 @@
+"""Device meshes, partition rules, and the shardings of parameters and activations.
+
+One mesh, four named axes, always in this order (outermost first; the innermost axes get the
+devices with the fastest links between them, which the chattiest axes need):
+
+====== ====================================================================================
+``dp``   data parallel: the batch (the CFG pair, several prompts) split; parameters
+         replicated.
+``fsdp`` fully sharded data parallel: every large parameter split over its largest divisible
+         dimension and all-gathered just in time; the batch is split over it too.
+``sp``   sequence parallel: the video tokens split; self-attention runs Ulysses-style
+         (all-to-all from sequence- to head-sharded and back; :mod:`vidax.nn.attention`).
+``tp``   tensor parallel (Megatron): attention q/k/v and FFN fc1 split by output columns, o
+         and fc2 by input rows, so one block needs one all-reduce per sublayer.
+====== ====================================================================================
+
+Axis types: **Auto**, deliberately. jax 0.10's ``jax.make_mesh`` defaults to Explicit axes,
+where every array's sharding is part of its type and each op must be able to infer its
+output's sharding; vidax's model code is plain array code (a reshape of sequence-sharded
+tokens into heads, a softmax over a sharded axis, ...) and under Explicit axes such ops raise
+sharding type errors instead of communicating. With Auto axes the parameters' and inputs'
+placements (from the rules below) are the only annotations, XLA's partitioner propagates them
+through the model and inserts the collectives, and the one place that needs a fixed layout --
+Ulysses attention -- says so itself with a ``shard_map`` (which constrains its inputs to its
+``in_specs`` under Auto axes).
+
+Partition rules are data: per model class an ordered table of
+``(path regex, spec)`` pairs over the Flax parameter paths (``blocks.3.self_attn.q.kernel``),
+where a spec names the mesh axis of each dimension (only ``"tp"`` in the built-in tables).
+Then, for every parameter: tensors smaller than ``min_shard_bytes`` are replicated (their
+all-gather would cost more latency than their memory is worth); the first matching rule's
+axes are kept where they divide the dimension (a dimension they do not divide is replicated
+and logged, never an error); FSDP then takes the largest remaining dimension the ``fsdp``
+size divides (none divisible: replicated on ``fsdp``, logged).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from math import prod
+
+import jax
+import numpy as np
+from jax.sharding import AxisType, Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from vidax.errors import VidaxError
+
+log = logging.getLogger("vidax.sharding")
+
+#: The mesh axes, outermost first.
+AXES = ("dp", "fsdp", "sp", "tp")
+#: The axes the batch is split over (FSDP ranks each take their own samples, as in ZeRO-3).
+BATCH_AXES = ("dp", "fsdp")
+SEQUENCE_AXIS = "sp"
+TENSOR_AXIS = "tp"
+FSDP_AXIS = "fsdp"
+
+
+# ------------------------------------------------------------------------------------- meshes
+def parse_mesh_spec(spec: str | Mapping[str, int] | None, num_devices: int) -> dict[str, int]:
+    """``"dp=2,fsdp=4"`` (or a dict) -> a size for every axis of :data:`AXES`.
+
+    Axes not named are 1, except ``fsdp``, which takes whatever devices the named axes leave
+    (so ``None`` or ``""`` is ``fsdp=num_devices``: parameters sharded, batch split where it
+    divides -- a layout that runs every model). One axis may be ``-1``: it takes the rest.
+    The sizes must multiply to ``num_devices``.
+    """
+    if isinstance(spec, Mapping):
+        given = {str(k): int(v) for k, v in spec.items()}
+    else:
+        given = {}
+        for item in (spec or "").replace(" ", "").split(","):
+            if not item:
+                continue
+            name, sep, value = item.partition("=")
+            try:
+                if not sep:
+                    raise ValueError
+                given[name] = int(value)
+            except ValueError:
+                raise VidaxError(f"mesh spec {spec!r}: {item!r} is not AXIS=SIZE (axes: "
+                                 f"{', '.join(AXES)}; e.g. 'dp=2,fsdp=4')") from None
+    unknown = sorted(set(given) - set(AXES))
+    if unknown:
+        raise VidaxError(f"mesh spec {spec!r}: unknown axis {', '.join(unknown)}; the axes are "
+                         f"{', '.join(AXES)}")
+    fill = [a for a, n in given.items() if n == -1]
+    if len(fill) > 1 or any(n == 0 or n < -1 for n in given.values()):
+        raise VidaxError(f"mesh spec {spec!r}: sizes must be positive (one axis may be -1)")
+    if not fill and FSDP_AXIS not in given:
+        fill = [FSDP_AXIS]
+    fixed = prod(n for a, n in given.items() if a not in fill)
+    sizes = {a: given.get(a, 1) for a in AXES}
+    if fill:
+        if num_devices % fixed:
+            raise VidaxError(f"mesh spec {spec!r}: the named axes use {fixed} devices, which "
+                             f"does not divide the {num_devices} available")
+        sizes[fill[0]] = num_devices // fixed
+    if prod(sizes.values()) != num_devices:
+        raise VidaxError(f"mesh spec {spec!r} uses {prod(sizes.values())} devices "
+                         f"({format_mesh_spec(sizes)}); {num_devices} are available")
+    return sizes
+
+
+def format_mesh_spec(sizes: Mapping[str, int]) -> str:
+    return ",".join(f"{a}={sizes.get(a, 1)}" for a in AXES)
+
+
+def make_mesh(spec: str | Mapping[str, int] | None = None, *,
+              devices: Iterable | None = None) -> Mesh:
+    """A mesh over ``devices`` (default: every device of every process) from a spec string
+    such as ``"dp=2,fsdp=4,sp=1,tp=1"`` (see :func:`parse_mesh_spec`), with Auto axis types.
+
+    ``jax.make_mesh`` lays devices out by the physical topology (ICI rings on TPU, NVLink
+    islands on GPU), which is why the chatty ``sp``/``tp`` axes are innermost in
+    :data:`AXES`.
+    """
+    devices = list(jax.devices() if devices is None else devices)
+    sizes = parse_mesh_spec(spec, len(devices))
+    return jax.make_mesh(tuple(sizes[a] for a in AXES), AXES,
+                         axis_types=(AxisType.Auto,) * len(AXES), devices=devices)
+
+
+def use_mesh(mesh: Mesh | None):
+    """Make ``mesh`` the context mesh: ``with vidax.sharding.use_mesh(mesh): ...`` around
+    a model call turns on what depends on the mesh at trace time (sequence-parallel
+    attention when ``sp > 1``). It is ``jax.set_mesh``."""
+    return jax.set_mesh(mesh)
+
+
+def axis_size(mesh, name: str) -> int:
+    """The size of a mesh axis, 1 when the mesh (a ``Mesh`` or ``AbstractMesh``) lacks it."""
+    if mesh is None or getattr(mesh, "empty", False):
+        return 1
+    return dict(mesh.shape).get(name, 1)
+
+
+# ----------------------------------------------------------------------------- partition rules
+@dataclass(frozen=True)
+class PartitionRules:
+    """How a component's parameters are laid out on a mesh.
+
+    ``rules``: ordered ``(regex, spec)`` pairs; the first whose regex fully matches a Flax
+    parameter path gives that parameter's per-dimension axes (``None`` = not split by a rule;
+    a spec shorter than the rank leaves the trailing dimensions free).
+    ``min_shard_bytes``: parameters smaller than this are replicated.
+    ``fsdp``: shard the largest free divisible dimension over the ``fsdp`` axis.
+    """
+
+    name: str
+    rules: tuple[tuple[str, tuple[str | None, ...]], ...] = ()
+    min_shard_bytes: int = 64 * 1024
+    fsdp: bool = True
+    _compiled: tuple = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self):
+        compiled = []
+        for pattern, spec in self.rules:
+            bad = [a for a in spec if a is not None and a not in AXES]
+            if bad:
+                raise VidaxError(f"partition rules {self.name}: {pattern!r} names unknown "
+                                 f"axes {bad}")
+            compiled.append((re.compile(pattern), tuple(spec)))
+        object.__setattr__(self, "_compiled", tuple(compiled))
+
+    def match(self, path: str) -> tuple[str, tuple[str | None, ...]] | None:
+        for regex, spec in self._compiled:
+            if regex.fullmatch(path):
+                return regex.pattern, spec
+        return None
+
+
+# Megatron-style TP for a transformer: q/k/v (and fc1, the gate) split by output columns,
+# o and fc2 by input rows; biases and the q/k norms of column-split layers follow the
+# columns. Kernels are [in, out] (vidax.nn.layers.Linear).
+_COL, _ROW, _VEC = (None, TENSOR_AXIS), (TENSOR_AXIS, None), (TENSOR_AXIS,)
+
+#: vidax.models.wan2_1.dit.WanDiT: every Wan2.1 and Wan2.2 DiT, in either key layout.
+WAN_DIT = PartitionRules(
+    name="wan_dit",
+    rules=(
+        (r"blocks\.\d+\.(self_attn|cross_attn)\.(q|k|v|k_img|v_img)\.kernel", _COL),
+        (r"blocks\.\d+\.(self_attn|cross_attn)\.(q|k|v|k_img|v_img)\.bias", _VEC),
+        # Wan's q/k RMSNorm spans all heads: its scale splits with the columns (the mean of
+        # squares then needs one small all-reduce over tp).
+        (r"blocks\.\d+\.(self_attn|cross_attn)\.(norm_q|norm_k|norm_k_img)\.scale", _VEC),
+        (r"blocks\.\d+\.(self_attn|cross_attn)\.o\.kernel", _ROW),
+        (r"blocks\.\d+\.ffn\.fc1\.kernel", _COL),
+        (r"blocks\.\d+\.ffn\.fc1\.bias", _VEC),
+        (r"blocks\.\d+\.ffn\.fc2\.kernel", _ROW),
+    ),
+)
+
+#: vidax.models.t5.T5Encoder: UMT5 and T5 v1.1 (gated FFN: gate and fc1 both column-split).
+T5_ENCODER = PartitionRules(
+    name="t5_encoder",
+    rules=(
+        (r"blocks\.\d+\.attn\.(q|k|v)\.kernel", _COL),
+        (r"blocks\.\d+\.attn\.o\.kernel", _ROW),
+        (r"blocks\.\d+\.ffn\.(gate|fc1)\.kernel", _COL),
+        (r"blocks\.\d+\.ffn\.fc2\.kernel", _ROW),
+        # The relative-position bias table [buckets, heads] follows the head split.
+        (r"(blocks\.\d+\.)?pos_embedding\.embedding\.embedding", (None, TENSOR_AXIS)),
+    ),
+)
+
+#: For components without a table: FSDP over the largest divisible dimension only.
+DEFAULT = PartitionRules(name="default")
+
+# Keyed by the model class ("module:Class", as the registry names it): the rules speak of
+# that class's parameter paths, whichever family, release or key layout loads it (the Wan DiT
+# serves wan2_1 and wan2_2 in the authors' and diffusers' layouts; T5Encoder serves UMT5 and
+# T5 v1.1).
+_RULES: dict[str, PartitionRules] = {
+    "vidax.models.wan2_1.dit:WanDiT": WAN_DIT,
+    "vidax.models.t5:T5Encoder": T5_ENCODER,
+}
+
+
+def _model_key(model: str | type) -> str:
+    return model if isinstance(model, str) else f"{model.__module__}:{model.__qualname__}"
+
+
+def register_rules(model: str | type, rules: PartitionRules) -> None:
+    """Give a model class (or its ``"module:Class"`` name) its partition rules."""
+    _RULES[_model_key(model)] = rules
+
+
+def rules_for(model: str | type) -> PartitionRules:
+    """The rules of a model class (``DEFAULT``, FSDP only, for a class without a table)."""
+    return _RULES.get(_model_key(model), DEFAULT)
+
+
+def partition_spec(path: str, shape: tuple[int, ...], nbytes: int, rules: PartitionRules,
+                   mesh) -> tuple[P, list[str]]:
+    """The PartitionSpec of one parameter, and notes on what could not be split as asked."""
+    notes: list[str] = []
+    dims: list[str | None] = [None] * len(shape)
+    if nbytes < rules.min_shard_bytes or not shape:
+        return P(), notes
+    hit = rules.match(path)
+    if hit is not None:
+        pattern, spec = hit
+        if len(spec) > len(shape):
+            raise VidaxError(f"partition rules {rules.name}: {pattern!r} gives {len(spec)} axes "
+                             f"for {path} of rank {len(shape)}")
+        for d, axis in enumerate(spec):
+            n = axis_size(mesh, axis) if axis else 1
+            if n == 1:
+                continue
+            if shape[d] % n:
+                notes.append(f"rule {pattern!r}: {axis}={n} does not divide dim {d} "
+                             f"({shape[d]}) -> replicated on {axis}")
+            else:
+                dims[d] = axis
+    n = axis_size(mesh, FSDP_AXIS)
+    if rules.fsdp and n > 1 and FSDP_AXIS not in dims:
+        free = [d for d in range(len(shape)) if dims[d] is None and shape[d] % n == 0]
+        if free:
+            dims[max(free, key=lambda d: (shape[d], -d))] = FSDP_AXIS
+        else:
+            notes.append(f"fsdp={n} divides no free dim of {list(shape)} -> replicated on fsdp")
+    while dims and dims[-1] is None:
+        dims.pop()
+    return P(*dims), notes
+
+
+def param_shardings(abstract: Mapping[str, object], mesh: Mesh,
+                    rules: PartitionRules) -> dict[str, NamedSharding]:
+    """``path -> NamedSharding`` for every parameter of an abstract tree (``path -> object
+    with shape and dtype``). What could not be split as the rules ask is logged, grouped."""
+    out: dict[str, NamedSharding] = {}
+    notes: Counter[str] = Counter()
+    for path, leaf in abstract.items():
+        shape = tuple(leaf.shape)
+        nbytes = prod(shape) * np.dtype(leaf.dtype).itemsize
+        spec, why = partition_spec(path, shape, nbytes, rules, mesh)
+        notes.update(why)
+        out[path] = NamedSharding(mesh, spec)
+    for note, count in sorted(notes.items()):
+        # A rule the mesh cannot honour is worth a warning (the user asked for that axis);
+        # an odd small shape that FSDP cannot split is routine.
+        level = logging.WARNING if note.startswith("rule") else logging.INFO
+        log.log(level, "%s: %s (%d parameter%s)", rules.name, note, count, "s" * (count > 1))
+    return out
+
+
+# --------------------------------------------------------------------------------- activations
+def batch_axes(mesh, batch: int) -> tuple[str, ...]:
+    """The batch axes (of :data:`BATCH_AXES`, size > 1) that split ``batch`` evenly: both if
+    their product divides it, else the larger one that does, else none (replicated)."""
+    live = tuple(a for a in BATCH_AXES if axis_size(mesh, a) > 1)
+    singles = sorted(((a,) for a in live), key=lambda c: -axis_size(mesh, c[0]))
+    for combo in ([live] if len(live) > 1 else []) + singles:
+        if batch % prod(axis_size(mesh, a) for a in combo) == 0:
+            return combo
+    return ()
+
+
+def data_sharding(mesh: Mesh, shape: tuple[int, ...]) -> NamedSharding:
+    """Where a model input with a leading batch dimension goes: the batch split over the
+    batch axes that divide it, the rest replicated (XLA splits tokens over ``sp`` where
+    attention asks for it)."""
+    axes = batch_axes(mesh, shape[0]) if shape else ()
+    return NamedSharding(mesh, P(axes) if axes else P())
+
+
+def shard_batch(x, mesh: Mesh) -> jax.Array:
+    """Place a host array (latents, text embeddings, timesteps) by :func:`data_sharding`."""
+    x = np.asarray(x) if not isinstance(x, jax.Array) else x
+    return jax.device_put(x, data_sharding(mesh, tuple(x.shape)))
+
+
+def sequence_parallel_problem(sp: int, *, num_heads: int | None, num_tokens: int,
+                              what: str = "self-attention") -> str | None:
+    """Why Ulysses cannot split an attention over ``sp`` (None: it can). It needs the heads
+    and the tokens to split evenly; vidax rejects rather than pads (padded tokens would need
+    a key mask in every attention and waste compute: choose sp or the video size instead).
+    ``num_heads=None``: only the tokens are split (cross-attention's queries)."""
+    if sp <= 1:
+        return None
+    problems = []
+    if num_heads is not None and num_heads % sp:
+        divisors = [d for d in range(1, num_heads + 1) if num_heads % d == 0]
+        problems.append(f"the head count {num_heads} is not divisible by sp={sp} (sp must "
+                        f"divide {num_heads}: one of {', '.join(map(str, divisors))})")
+    if num_tokens % sp:
+        problems.append(f"the token count {num_tokens} is not divisible by sp={sp} (change "
+                        f"the frame count or size so that the latent tokens divide, or "
+                        f"pick an sp that divides {num_tokens})")
+    if not problems:
+        return None
+    return (f"sequence parallelism cannot split this {what}: " + "; and ".join(problems)
+            + ". vidax does not pad tokens or heads.")
+
+
+def check_sequence_parallel(sp: int, *, num_heads: int | None, num_tokens: int,
+                            what: str = "self-attention") -> None:
+    """:func:`sequence_parallel_problem` as a ``VidaxError``."""
+    problem = sequence_parallel_problem(sp, num_heads=num_heads, num_tokens=num_tokens,
+                                        what=what)
+    if problem:
+        raise VidaxError(problem)
+
+
+# ------------------------------------------------------------------------------------ reports
+def bytes_per_device(tree) -> dict[object, int]:
+    """Bytes of the addressable shards of every array in ``tree``, per device."""
+    out: dict[object, int] = {}
+    for leaf in jax.tree.leaves(tree):
+        if isinstance(leaf, jax.Array):
+            for shard in leaf.addressable_shards:
+                out[shard.device] = out.get(shard.device, 0) + shard.data.nbytes
+    return out
