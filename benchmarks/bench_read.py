@@ -6,10 +6,11 @@ all 30 blocks by default (5.68 GB fp32, 2.84 GB bf16) or the first ``--blocks N`
 safetensors and once with ``torch.save`` (zip), the same tensor bytes in both. Then it runs each
 reader in a fresh subprocess and prints a table:
 
-* seconds (best and median of ``--repeat`` runs) to turn every tensor into a materialised numpy
-  array (a real copy, so every byte is read), GB/s from the best run, and the throughput ratio
-  against the two baselines (``safetensors.numpy.load_file``; ``torch.load(mmap=True)`` plus a
-  ``.numpy()`` copy of each tensor): > 1 is faster than the baseline;
+* seconds (best and median of ``--repeat`` rounds, each round running every reader once) to
+  turn every tensor into a materialised numpy array (a real copy, so every byte is read), GB/s
+  from the best run, and the throughput ratio against the two baselines
+  (``safetensors.numpy.load_file``; ``torch.load(mmap=True)`` plus a ``.numpy()`` copy of each
+  tensor): > 1 is faster than the baseline;
 * peak RssAnon and peak RssFile above the child's baseline, sampled from /proc/self/status every
   millisecond by a thread (and once more when the reader returns, while its arrays are still
   alive). RssAnon is private memory (the copies); RssFile counts pages of the memory-mapped file
@@ -337,19 +338,25 @@ def main() -> None:
         f"\n{MANIFEST} layout, {total / 1e9:.2f} GB of {args.dtype} tensors; "
         f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs, {memory_gib:.1f} GiB RAM, load "
         f"average {os.getloadavg()[0]:.2f} at start; "
-        f"{versions()}.\nPage cache {cache}; each run in a fresh process, {args.repeat} runs per "
-        "reader; memory = peak above the process's baseline, sampled from /proc/self/status "
+        f"{versions()}.\nPage cache {cache}; each run in a fresh process, {args.repeat} rounds of "
+        "every reader; memory = peak above the process's baseline, sampled from /proc/self/status "
         "every 1 ms; GB/s from the best run; xNAME = this reader's throughput / NAME's.\n"
     )
-    results = {}
-    for name in args.readers:
-        runs = [run_in_subprocess(name, files, args.cache) for _ in range(args.repeat)]
-        results[name] = (
-            min(runs, key=lambda r: r["seconds"]),
-            float(np.median([r["seconds"] for r in runs])),
+    # Rounds: each runs every reader once, so a burst of load from other processes on a shared
+    # machine falls on all readers alike rather than on one reader's every run.
+    runs: dict[str, list[dict]] = {name: [] for name in args.readers}
+    for round_ in range(args.repeat):
+        for name in args.readers:
+            runs[name].append(run_in_subprocess(name, files, args.cache))
+        seconds = ", ".join(f"{name} {runs[name][-1]['seconds']:.2f}" for name in args.readers)
+        print(f"  round {round_ + 1} (s): {seconds}", flush=True)
+    results = {
+        name: (
+            min(done, key=lambda r: r["seconds"]),
+            float(np.median([r["seconds"] for r in done])),
         )
-        seconds = ", ".join(f"{r['seconds']:.2f}" for r in runs)
-        print(f"  {name}: {seconds} s", flush=True)
+        for name, done in runs.items()
+    }
 
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
     header = ["reader", "best s", "median s", "GB/s", *(f"x{b}" for b in BASELINES)]

@@ -26,18 +26,48 @@ def _state_layout(module) -> dict[str, list[int]]:
 
 
 def wan2_1() -> dict:
+    """The tiny text-to-video release the demo writes (``vidax.pipelines.wan2_1.tiny_configs``):
+    the DiT as ``WanModel``, the UMT5 encoder as ``T5Encoder`` and the VAE as ``WanVAE_``
+    lay out their state dicts."""
     from tests.reference import wan22
-    from vidax.models.wan2_1 import WanDiTConfig
+    from vidax.pipelines.wan2_1 import tiny_configs
 
-    dit_cfg = dataclasses.asdict(WanDiTConfig.tiny("t2v"))
-    dit = wan22.model_module().WanModel(**dit_cfg)
+    configs = tiny_configs("t2v")
+    dit_cfg = dataclasses.asdict(configs["dit"])
+    t5, vae = configs["text_encoder"], configs["vae"]
     return {
         "dit": {"file": "diffusion_pytorch_model.safetensors", "config": dit_cfg,
-                "tensors": _state_layout(dit)},
+                "tensors": _state_layout(wan22.model_module().WanModel(**dit_cfg))},
+        "text_encoder": {"file": "models_t5_umt5-xxl-enc-bf16.pth", "tensors": _state_layout(
+            wan22.t5_module().T5Encoder(
+                vocab=t5.vocab_size, dim=t5.dim, dim_attn=t5.dim_attn, dim_ffn=t5.dim_ffn,
+                num_heads=t5.num_heads, num_layers=t5.num_layers, num_buckets=t5.num_buckets,
+                shared_pos=t5.shared_pos))},
+        "vae": {"file": "Wan2.1_VAE.pth", "tensors": _state_layout(
+            wan22.vae2_1_module().WanVAE_(
+                dim=vae.dim, z_dim=vae.z_dim, dim_mult=list(vae.dim_mult),
+                num_res_blocks=vae.num_res_blocks, attn_scales=[],
+                temperal_downsample=list(vae.temporal_downsample), dropout=0.0))},
     }
 
 
 LAYOUTS = {"wan2_1": wan2_1}
+
+
+def _dump(layout: dict) -> str:
+    """JSON with one line per tensor, so a diff shows which tensor changed."""
+    lines = ["{"]
+    for c, (component, entry) in enumerate(sorted(layout.items())):
+        lines.append(f"  {json.dumps(component)}: {{")
+        for key in sorted(k for k in entry if k != "tensors"):
+            lines.append(f"    {json.dumps(key)}: {json.dumps(entry[key], sort_keys=True)},")
+        lines.append('    "tensors": {')
+        items = sorted(entry["tensors"].items())
+        lines += [f"      {json.dumps(k)}: {json.dumps(v)}" + ("," if i < len(items) - 1 else "")
+                  for i, (k, v) in enumerate(items)]
+        lines.append("    }")
+        lines.append("  }" + ("," if c < len(layout) - 1 else ""))
+    return "\n".join(lines + ["}"]) + "\n"
 
 
 def main() -> int:
@@ -45,7 +75,7 @@ def main() -> int:
     stale = []
     for name, build in LAYOUTS.items():
         path = OUT / f"{name}.json"
-        text = json.dumps(build(), indent=1, sort_keys=True) + "\n"
+        text = _dump(build())
         if not path.exists() or path.read_text() != text:
             stale.append(path)
             if not check:

@@ -22,7 +22,8 @@ def _manifest_file(tmp_path, name, edit=None):
     data = {"family": m.family, "variant": m.variant, "component": m.component,
             "layout": m.layout, "container": m.container, "wrapper": m.wrapper,
             "config": m.config, "num_params": m.num_params, "released_as": m.released_as,
-            "tensors": {k: {"shape": list(t.shape), "dtype": t.dtype} for k, t in m.tensors.items()}}
+            "tensors": {k: {"shape": list(t.shape), "dtype": t.dtype}
+                        for k, t in m.tensors.items()}}
     if edit:
         edit(data["tensors"])
     data["num_tensors"] = len(data["tensors"])

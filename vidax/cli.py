@@ -182,14 +182,16 @@ def cmd_demo(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="vidax", description="Open video diffusion models in JAX, from the authors' checkpoints.")
+        prog="vidax",
+        description="Open video diffusion models in JAX, from the authors' checkpoints.")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("models", help="the registry: model types, variants, components, layouts")
     s.set_defaults(func=cmd_models)
 
-    s = sub.add_parser("inspect", help="what a checkpoint file or folder holds, and which release it is")
+    s = sub.add_parser("inspect",
+                       help="what a checkpoint file or folder holds, and which release it is")
     s.add_argument("path")
     s.add_argument("--json", action="store_true")
     s.add_argument("--all", action="store_true", help="list every tensor")
@@ -245,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("demo", help="tiny random-weight checkpoints in the authors' layout, "
                                     "loaded and run through vidax")
-    s.add_argument("--out", default=None, help="where to write the result")
+    s.add_argument("--out", default=None, help="the mp4 to write (default: in the cache folder)")
     s.add_argument("--cache-dir", default=None, help="where the tiny checkpoints are written")
     s.set_defaults(func=cmd_demo)
     return p

@@ -339,6 +339,18 @@ def sequence_parallel_problem(sp: int, *, num_heads: int | None, num_tokens: int
             + ". vidax does not pad tokens or heads.")
 
 
+def constrain_batch(x: jax.Array) -> jax.Array:
+    """Inside a jitted function traced under a context mesh (:func:`use_mesh`): ``x`` split
+    over the batch axes that divide its leading dimension -- e.g. the [cond, uncond] pair a
+    sampling step builds from one latent, so that ``dp=2`` runs one half on each side.
+    Unchanged without a context mesh or when no batch axis divides it."""
+    mesh = jax.sharding.get_abstract_mesh()
+    if mesh.empty or not x.ndim:
+        return x
+    axes = batch_axes(mesh, x.shape[0])
+    return jax.lax.with_sharding_constraint(x, P(axes)) if axes else x
+
+
 def check_sequence_parallel(sp: int, *, num_heads: int | None, num_tokens: int,
                             what: str = "self-attention") -> None:
     """:func:`sequence_parallel_problem` as a ``VidaxError``."""

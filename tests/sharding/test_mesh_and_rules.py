@@ -6,6 +6,7 @@ import dataclasses
 import logging
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
@@ -126,6 +127,12 @@ def test_batch_placement():
     assert sharding.batch_axes(mesh, 1) == ()
     x = sharding.shard_batch(np.zeros((2, 5, 3), np.float32), mesh)
     assert x.sharding.spec == P("dp")
+    # Inside a jitted step: the CFG pair built from one latent, split over dp.
+    pair = jax.jit(lambda x: sharding.constrain_batch(jnp.concatenate([x, x])))
+    one = np.ones((1, 5, 3), np.float32)
+    with sharding.use_mesh(mesh):
+        assert pair(one).sharding.spec == P("dp")
+    assert pair(one).sharding.is_fully_replicated          # no context mesh: unchanged
 
 
 def test_t5_encoder_tensor_parallel_equals_one_device(tmp_path):

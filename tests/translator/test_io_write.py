@@ -180,6 +180,19 @@ def test_module_wrapper(tmp_path):
         }
 
 
+def test_nested_wrapper_path(tmp_path):
+    state = {"w": random_array((2, 2), np.dtype(np.float16), 0)}
+    save_pth(tmp_path / "n.pt", state, wrapper="model/module")
+    loaded = torch.load(tmp_path / "n.pt", weights_only=True)
+    assert_torch_identical(loaded["model"]["module"]["w"], state["w"])
+    with open_checkpoint(tmp_path / "n.pt", wrapper="model/module") as ckpt:
+        assert ckpt["w"].read().tobytes() == state["w"].tobytes()
+    for bad in ("", "model/", 3):
+        with pytest.raises(VidaxError, match="wrapper="):
+            save_pth(tmp_path / "bad.pt", state, wrapper=bad)
+    assert sorted(os.listdir(tmp_path)) == ["n.pt"]
+
+
 def test_same_array_shares_one_storage_like_tied_weights(tmp_path):
     shared = random_array((6, 4), np.dtype(np.float32), 0)
     save_pth(tmp_path / "t.pth", {"shared.weight": shared, "encoder.embed_tokens.weight": shared})

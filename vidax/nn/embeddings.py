@@ -10,7 +10,7 @@ import numpy as np
 
 
 def sinusoidal_embedding(t: jax.Array, dim: int, *, max_period: float = 10000.0) -> jax.Array:
-    """``[cos(t f) | sin(t f)]`` with ``f_i = max_period ** (-i / (dim // 2))``: ``[*t.shape, dim]``.
+    """``[cos(t f) | sin(t f)]``, ``f_i = max_period ** (-i / (dim // 2))``: ``[*t.shape, dim]``.
 
     The cos half comes first. The phases ``t * f`` reach ~1000 rad for diffusion timesteps,
     where float32 rounding alone moves cos/sin by ~1e-4, so the embedding is computed in

@@ -1233,15 +1233,16 @@ def save_pth(
     ints, bool), saved in the given order as an ``OrderedDict``, each as a contiguous tensor
     (a non-contiguous array is copied first). Keys whose values are the same array object share
     one storage, as torch.save shares the storage of tied weights. ``wrapper="module"`` nests
-    the dict one level down, ``{"module": state_dict}``, as HunyuanVideo's ``.pt`` files do.
+    the dict one level down, ``{"module": state_dict}``, as HunyuanVideo's ``.pt`` files do; a
+    key path such as ``"model/module"`` nests it deeper, as ``open_checkpoint(wrapper=)`` reads it.
 
     The file appears atomically: it is written (and fsynced) under a temporary name in the
     target's folder and then renamed over ``path``, so an interrupted write leaves nothing at
     ``path`` (and a previous file there untouched).
     """
     target = os.fspath(path)
-    if wrapper is not None and (type(wrapper) is not str or not wrapper):
-        raise VidaxError(f"{target}: wrapper={wrapper!r} is not a non-empty key.")
+    if wrapper is not None and (type(wrapper) is not str or "" in wrapper.split("/")):
+        raise VidaxError(f"{target}: wrapper={wrapper!r} is not a key path such as 'module'.")
     state: collections.OrderedDict = collections.OrderedDict()
     storages: list[np.ndarray] = []
     by_id: dict[int, str] = {}  # id(value) -> storage key
@@ -1255,8 +1256,11 @@ def save_pth(
             storages.append(array)
             by_id[id(value)] = storage_key
         state[key] = _tensor_call(array, dtype, storage_key)
+    top: dict = state
+    for part in reversed(wrapper.split("/") if wrapper is not None else []):
+        top = {part: top}
     pickler = _PickleWriter()
-    pickler.save({wrapper: state} if wrapper is not None else state)
+    pickler.save(top)
     data_pkl = pickler.getvalue()
 
     folder, name = os.path.split(os.path.abspath(target))

@@ -164,7 +164,8 @@ class RMSNorm(nnx.Module):
 
 
 def _per_frame(fn, x: jax.Array) -> jax.Array:
-    """Apply a 2D (image) op to every frame of ``[B, T, H, W, C]`` (``b c t h w -> (b t) c h w``)."""
+    """Apply a 2D (image) op to every frame of ``[B, T, H, W, C]``
+    (``b c t h w -> (b t) c h w``)."""
     b, t = x.shape[:2]
     y = fn(x.reshape(b * t, *x.shape[2:]))
     return y.reshape(b, t, *y.shape[1:])
