@@ -92,7 +92,7 @@ def _print_report(report) -> int:
 
 
 def cmd_verify(args) -> int:
-    from vidax import loading, registry
+    from vidax import loading
 
     if args.manifest:
         from vidax.manifests import load_manifest
@@ -101,14 +101,9 @@ def cmd_verify(args) -> int:
     if not (args.model_type and args.checkpoint and args.component):
         raise VidaxError("vidax verify needs either --manifest FILE, or MODEL_TYPE with "
                          "--component and --checkpoint (and --variant)")
-    from vidax.translator.io import open_checkpoint
-
-    spec = registry.get(args.model_type, args.component, args.layout)
-    cfg = spec.make_config(args.variant) if args.variant else loading._detect_config(
-        spec, args.checkpoint)
-    with open_checkpoint(args.checkpoint) as ckpt:
-        report, _, _ = loading.verify_tensors(spec, cfg, ckpt, source=str(args.checkpoint))
-    return _print_report(report)
+    return _print_report(loading.verify_checkpoint(
+        args.model_type, args.component, args.checkpoint, variant=args.variant,
+        layout=args.layout))
 
 
 def cmd_generate(args) -> int:

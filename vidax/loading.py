@@ -68,6 +68,21 @@ def verify_manifest(manifest) -> _verify.Report:
     return report
 
 
+def verify_checkpoint(model_type: str, component: str, checkpoint, *,
+                      variant: str | None = None, config=None,
+                      layout: str | None = None) -> _verify.Report:
+    """``vidax verify MODEL_TYPE ...``: a real file's names and shapes through the mapper,
+    against the model at the variant's (or the detected) config. Reads no weights."""
+    if layout is None:
+        layout = _detect_layout(model_type, component, checkpoint, config)
+    spec = registry.get(model_type, component, layout)
+    if config is None:
+        config = spec.make_config(variant) if variant else _detect_config(spec, checkpoint)
+    with open_checkpoint(checkpoint) as ckpt:
+        report, _, _ = verify_tensors(spec, config, ckpt, source=str(checkpoint))
+    return report
+
+
 def load(model_type: str, component: str, checkpoint, *,
          variant: str | None = None, config=None, dtype=None, mesh=None,
          layout: str | None = None, rules: PartitionRules | None = None,
@@ -255,8 +270,8 @@ def _detect_layout(model_type: str, component: str, checkpoint, config) -> str |
     """The key layout of a checkpoint (``original``, ``diffusers``, ...) when the caller
     names none and the component has several: the layout whose mapper puts the largest share
     of the file's tensors onto the model's parameter paths, at ``config`` or else at the
-    ``tiny`` config (paths do not depend on widths). None (the default layout) when one
-    layout is registered, the component name carries it (``vae_diffusers``), the checkpoint
+    ``tiny`` config (paths do not depend on widths). The one registered layout when there is
+    one (T5-v1.1 has only ``transformers``). None (the default layout) when the checkpoint
     is a ``vidax convert`` folder, or no layout places more than half of the tensors (the
     default layout's verification then says what is wrong)."""
     from vidax import convert
@@ -264,7 +279,9 @@ def _detect_layout(model_type: str, component: str, checkpoint, config) -> str |
 
     specs = [s for s in registry.specs() if (s.model_type, s.component) == (model_type,
                                                                            component)]
-    if len(specs) < 2 or convert.is_converted(checkpoint):
+    if len(specs) == 1:
+        return specs[0].layout
+    if not specs or convert.is_converted(checkpoint):
         return None
     owned = (contextlib.nullcontext(checkpoint) if isinstance(checkpoint, Checkpoint)
              else open_checkpoint(checkpoint))
