@@ -149,15 +149,6 @@ def test_loaded_sharded_arrays_equal_the_file(dit_case):
     assert all(np.array_equal(np.asarray(single[k]), np.asarray(params[k])) for k in single)
 
 
-# The DiT's self-attention must mark itself sequence-parallel for a count that does not divide
-# to be an error (otherwise it is left to XLA with a warning, see test_attention_switch.py).
-NEEDS_DIT_MARK = pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="needs vidax/models/wan2_1/dit.py WanSelfAttention to call attention(..., "
-           "sequence_parallel=True); remove this mark once it does")
-
-
-@NEEDS_DIT_MARK
 def test_sequence_parallel_rejects_heads_that_do_not_divide():
     """Wan2.1-1.3B has 12 heads: sp=8 cannot split them (here at dim 192, head size 16)."""
     model = WanDiT(small_config(dim=192, num_heads=12))
@@ -173,7 +164,6 @@ def test_sequence_parallel_rejects_heads_that_do_not_divide():
     assert "token count" not in message
 
 
-@NEEDS_DIT_MARK
 def test_sequence_parallel_rejects_tokens_that_do_not_divide():
     model = WanDiT(small_config())
     mesh = sharding.make_mesh("sp=4,fsdp=2")

@@ -12,8 +12,10 @@ Layers take a :class:`KeyGen` instead of ``nnx.Rngs``: drawing from ``nnx.Rngs``
 take seconds), while folding a Python counter into one key costs almost nothing, so the
 abstract tree of a 14B model builds in well under a second.
 
-Compute dtype: a layer computes in the dtype of its input (parameters are cast to it);
-normalisation layers compute their statistics in float32, as the authors' code does.
+Compute dtype: a layer computes in the dtype of its input (parameters are cast to it),
+accumulating in float32 and adding the bias there before the one rounding back (PyTorch's
+autocast epilogue); normalisation layers compute their statistics in float32, as the
+authors' code does.
 """
 
 from __future__ import annotations
@@ -43,6 +45,14 @@ def _normal(keys: KeyGen, shape, std: float, dtype) -> jax.Array:
     return (jax.random.normal(keys(), shape, jnp.float32) * std).astype(dtype)
 
 
+def _add_bias(y: jax.Array, bias: nnx.Param | None, dtype) -> jax.Array:
+    """The bias added to the float32 accumulator, then one rounding to the compute dtype --
+    as PyTorch's autocast does; adding it after rounding to bfloat16 rounds twice."""
+    if bias is not None:
+        y = y + bias[...].astype(jnp.float32)
+    return y.astype(dtype)
+
+
 def init_param(keys: KeyGen, shape, *, std: float = 0.02, dtype=jnp.float32) -> nnx.Param:
     """A free-standing parameter (e.g. Wan's ``modulation``), drawn from N(0, std)."""
     return nnx.Param(_normal(keys, tuple(shape), std, dtype))
@@ -57,10 +67,8 @@ class Linear(nnx.Module):
         self.bias = nnx.Param(jnp.zeros((out_features,), param_dtype)) if bias else None
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        y = jnp.matmul(x, self.kernel[...].astype(x.dtype))
-        if self.bias is not None:
-            y = y + self.bias[...].astype(x.dtype)
-        return y
+        y = jnp.matmul(x, self.kernel[...].astype(x.dtype), preferred_element_type=jnp.float32)
+        return _add_bias(y, self.bias, x.dtype)
 
 
 class Conv(nnx.Module):
@@ -92,10 +100,9 @@ class Conv(nnx.Module):
         spatial = "DHW"[-n:]
         dn = (f"N{spatial}C", f"{spatial}IO", f"N{spatial}C")
         y = jax.lax.conv_general_dilated(x, self.kernel[...].astype(x.dtype), self.stride,
-                                         self.padding, dimension_numbers=dn)
-        if self.bias is not None:
-            y = y + self.bias[...].astype(x.dtype)
-        return y
+                                         self.padding, dimension_numbers=dn,
+                                         preferred_element_type=jnp.float32)
+        return _add_bias(y, self.bias, x.dtype)
 
 
 class LayerNorm(nnx.Module):
@@ -173,7 +180,6 @@ class ConvTranspose(nnx.Module):
         kernel = jnp.flip(self.kernel[...].astype(x.dtype), axis=tuple(range(n)))
         y = jax.lax.conv_transpose(x, kernel, self.stride, self.padding,
                                    dimension_numbers=(f"N{spatial}C", f"{spatial}IO",
-                                                      f"N{spatial}C"))
-        if self.bias is not None:
-            y = y + self.bias[...].astype(x.dtype)
-        return y
+                                                      f"N{spatial}C"),
+                                   preferred_element_type=jnp.float32)
+        return _add_bias(y, self.bias, x.dtype)

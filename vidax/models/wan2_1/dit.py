@@ -15,6 +15,11 @@ authors (torch)                vidax
 ``img_emb.proj.0/1/3/4``       ``img_emb.norm1/fc1/fc2/norm2``
 =============================  ===================================
 
+Wan2.2's ``WanModel`` is this class with one forward-pass feature, which this module has
+too: the timestep may be given per token (``t [B, L]``); the time embedding, the 6-way
+projection and the block and head modulations are then per token (TI2V-5B's
+image-to-video gives the first latent frame's tokens t = 0).
+
 Layout: channels-last and batched. Latents are ``[B, T, H, W, C]``; every sample of a batch
 has the same ``T, H, W`` (the authors' ragged lists are not needed here), so no token is
 padding and self-attention needs no mask.
@@ -253,7 +258,8 @@ class WanSelfAttention(nnx.Module):
         x = x.astype(cd)
         q = apply_rope(self._heads(_qk_norm(self.norm_q, self.q(x))), *rope)
         k = apply_rope(self._heads(_qk_norm(self.norm_k, self.k(x))), *rope)
-        out = attention(q.astype(cd), k.astype(cd), self._heads(self.v(x)))
+        out = attention(q.astype(cd), k.astype(cd), self._heads(self.v(x)),
+                        sequence_parallel=True)
         return self.o(out.reshape(x.shape))
 
 
@@ -318,11 +324,14 @@ class WanAttentionBlock(nnx.Module):
     def __call__(self, x: jax.Array, e0: jax.Array, context: jax.Array,
                  context_img: jax.Array | None, rope: tuple[jax.Array, jax.Array],
                  cd=_F32) -> jax.Array:
-        """``x [B, L, dim]`` float32; ``e0 [B, 6, dim]`` the projected time embedding; ``cd``
-        the compute dtype of the attentions and the FFN."""
+        """``x [B, L, dim]`` float32; ``e0 [B, Lt, 6, dim]`` the projected time embedding,
+        per token (``Lt = L``) or one for all tokens (``Lt = 1``); ``cd`` the compute dtype
+        of the attentions and the FFN."""
         f32 = _F32
-        # (shift, scale, gate) of self-attention, then of the FFN; each [B, 1, dim], fp32.
-        e = jnp.split(self.modulation[...].astype(f32) + e0.astype(f32), 6, axis=1)
+        # (shift, scale, gate) of self-attention, then of the FFN; each [B, Lt, dim], fp32:
+        # Wan2.2's ``modulation.unsqueeze(0) + e`` chunked on the 6-axis.
+        e = [c[:, :, 0] for c in jnp.split(self.modulation[...].astype(f32)[None]
+                                           + e0.astype(f32), 6, axis=2)]
         y = self.self_attn(self.norm1(x).astype(f32) * (1 + e[1]) + e[0], rope, cd)
         x = x.astype(f32) + y.astype(f32) * e[2]
         x = x + self.cross_attn(_maybe(self.norm3, x), context, context_img, cd).astype(f32)
@@ -341,10 +350,11 @@ class Head(nnx.Module):
                                      dtype=param_dtype)
 
     def __call__(self, x: jax.Array, e: jax.Array) -> jax.Array:
-        """``x [B, L, dim]``; ``e [B, dim]`` the time embedding (before the projection)."""
+        """``x [B, L, dim]``; ``e [B, Lt, dim]`` the time embedding (before the projection),
+        per token or (``Lt = 1``) for all tokens."""
         f32 = jnp.float32
-        shift, scale = jnp.split(self.modulation[...].astype(f32) + e.astype(f32)[:, None], 2,
-                                 axis=1)
+        shift, scale = (c[:, :, 0] for c in jnp.split(
+            self.modulation[...].astype(f32)[None] + e.astype(f32)[:, :, None], 2, axis=2))
         return self.head(self.norm(x).astype(f32) * (1 + scale) + shift)
 
 
@@ -399,7 +409,9 @@ class WanDiT(nnx.Module):
 
         Args:
           x: latents ``[B, T, H, W, C]`` (C = in_dim, or in_dim - 20 when ``y`` is given).
-          t: timesteps ``[B]`` (or a scalar for the whole batch), float in [0, 1000].
+          t: timesteps ``[B]`` (or a scalar for the whole batch), float in [0, 1000]; or
+            one per token, ``[B, L]`` with ``L = (T/pt)(H/ph)(W/pw)`` in frame, row, column
+            order (Wan2.2: TI2V-5B's image-to-video gives the first frame's tokens t = 0).
           context: text embeddings ``[B, L, text_dim]`` with ``L <= text_len``; zero-padded
             to ``text_len`` here, and the padding is attended to, as the authors do.
           clip_fea: i2v ``[B, 257, 1280]`` CLIP features; flf2v ``[B, 514, 1280]``, the
@@ -439,11 +451,13 @@ class WanDiT(nnx.Module):
         grid = x.shape[1:4]
         x = x.reshape(b, -1, cfg.dim)
 
-        # Time embedding and its 6-way projection: an fp32 island.
-        t = jnp.broadcast_to(jnp.asarray(t), (b,))
+        # Time embedding and its 6-way projection, per token when t is (Wan2.2's ``t`` of
+        # shape [B, seq_len]): an fp32 island. ``t [B]`` keeps one embedding for all tokens
+        # (Lt = 1) instead of the authors' expansion to every token: the same numbers.
+        t = self._timesteps(t, b, x.shape[1])
         with jax.default_matmul_precision("highest"):
-            e = self.time_embedding(sinusoidal_embedding(t, cfg.freq_dim))
-            e0 = self.time_projection(e).reshape(b, 6, cfg.dim)
+            e = self.time_embedding(sinusoidal_embedding(t, cfg.freq_dim))  # [B, Lt, dim]
+            e0 = self.time_projection(e).reshape(*t.shape, 6, cfg.dim)
 
         context = jnp.asarray(context, _F32)
         context = jnp.pad(context, ((0, 0), (0, cfg.text_len - context.shape[1]), (0, 0)))
@@ -464,6 +478,18 @@ class WanDiT(nnx.Module):
         with jax.default_matmul_precision("highest"):  # the head: an fp32 island
             x = self.head(x, e)
         return self.unpatchify(x, grid)
+
+    @staticmethod
+    def _timesteps(t, batch: int, tokens: int) -> jax.Array:
+        """``t`` as ``[B, 1]`` (a scalar or ``[B]``) or ``[B, L]`` (one per token, in the
+        token order ``(frame, row, column)`` of the patch grid)."""
+        t = jnp.asarray(t)
+        if t.ndim <= 1:
+            return jnp.broadcast_to(t.reshape(-1, 1), (batch, 1))
+        if t.ndim != 2 or t.shape[1] != tokens or t.shape[0] not in (1, batch):
+            raise VidaxError(f"Wan DiT timesteps of shape {tuple(t.shape)}: give a scalar, "
+                             f"[B] or per token [B, {tokens}] (B = {batch})")
+        return jnp.broadcast_to(t, (batch, tokens))
 
     def unpatchify(self, x: jax.Array, grid: tuple[int, int, int]) -> jax.Array:
         """``[B, f*h*w, pt*ph*pw*C]`` -> ``[B, f*pt, h*ph, w*pw, C]`` (``WanModel.unpatchify``)."""
