@@ -31,6 +31,7 @@ from vidax.errors import VidaxError
 from vidax.loading import verify_manifest
 from vidax.manifests import get_manifest
 from vidax.models.wan2_2 import vae
+from vidax.models.wan2_1 import vae as wan21_vae
 from vidax.models.wan2_2.vae import Wan22VAE, Wan22VAEConfig
 
 jax.config.update("jax_default_matmul_precision", "highest")
@@ -288,13 +289,13 @@ def test_negative_control_cache_not_carried(case, vidax_run, record_property):
     mean, inv_std = model._statistics()
     video, cache, mus = case["videos"][13], None, []
     for start, stop in ((0, 1), (1, 5), (5, 9), (9, 13)):
-        mu, _, cache = vae._encode_chunk(graphdef, state, video[:, start:stop], cache)
+        mu, _, cache = wan21_vae._encode_chunk(graphdef, state, video[:, start:stop], cache)
         cache = jax.tree.map(np.zeros_like, cache)
         mus.append(mu)
     encoded = (np.concatenate(mus, axis=1) - mean) * inv_std
     z, cache, frames = case["latents"][4] / inv_std + mean, None, []
     for i in range(z.shape[1]):
-        out, cache = vae._decode_chunk(graphdef, state, z[:, i:i + 1], cache)
+        out, cache = wan21_vae._decode_chunk(graphdef, state, z[:, i:i + 1], cache)
         cache = jax.tree.map(np.zeros_like, cache)
         frames.append(np.asarray(out))
     for name, out, ref in (("encode", encoded, case["encoded"][13]),

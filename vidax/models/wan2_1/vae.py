@@ -64,9 +64,6 @@ WAN2_1_LATENTS_MEAN = (-0.7571, -0.7089, -0.9113, 0.1075, -0.1745, 0.9653, -0.15
                        0.4134, -0.0715, 0.5517, -0.3632, -0.1922, -0.9497, 0.2503, -0.2921)
 WAN2_1_LATENTS_STD = (2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743,
                       3.2687, 2.1526, 2.8652, 1.5579, 1.6382, 1.1253, 2.8251, 1.9160)
-# Frames per encoder chunk after the first (the authors' ``1 + 4 * (i - 1) : 1 + 4 * i``):
-# the temporal stride, so each later chunk makes exactly one latent frame.
-ENCODE_CHUNK = 4
 
 
 @dataclass(frozen=True)
@@ -328,12 +325,90 @@ class Decoder3d(nnx.Module):
         return cache.conv(self.head_conv, jax.nn.silu(self.head_norm(x)))
 
 
-class WanVAE(nnx.Module):
+class ChunkedVideoVAE(nnx.Module):
+    """Whole-video ``encode`` / ``decode`` over a subclass's per-chunk computations, as the
+    Wan authors chunk: encode the first frame, then ``temporal_stride`` frames at a time;
+    decode one latent frame at a time; the causal-conv cache carried between chunks. Shared
+    by the Wan2.1 and Wan2.2 VAEs (their ``config`` has ``spatial_stride``,
+    ``temporal_stride``, ``z_dim``, ``latents_mean``, ``latents_std``)."""
+
+    NAME = "VAE"
+
+    def _statistics(self) -> tuple[np.ndarray, np.ndarray]:
+        """(mean, 1/std) in float32, as the authors' wrapper computes its ``scale``."""
+        mean = np.asarray(self.config.latents_mean, np.float32)
+        inv_std = np.float32(1.0) / np.asarray(self.config.latents_std, np.float32)
+        return mean, inv_std
+
+    def encode(self, video, *, normalize: bool = True, return_log_var: bool = False):
+        """Video ``[B, 4n+1, H, W, 3]`` in [-1, 1] -> latent mean ``[B, n+1, H/s, W/s, z_dim]``
+        (``s`` the spatial stride: 8 for Wan2.1, 16 for Wan2.2).
+
+        Mirrors the authors' ``Wan2_1_VAE.encode`` / ``Wan2_2_VAE.encode``: the posterior
+        mean, normalised as ``(mu - mean) / std`` with the latent statistics unless
+        ``normalize=False``. With ``return_log_var`` also the (never normalised)
+        log-variance: ``(mu, log_var)``.
+        """
+        cfg = self.config
+        if getattr(video, "ndim", None) != 5 or video.shape[-1] != 3:
+            raise VidaxError(f"{self.NAME} encode takes video [B, T, H, W, 3], got shape "
+                             f"{tuple(getattr(video, 'shape', ()))}")
+        _, t, h, w, _ = video.shape
+        s, ts = cfg.spatial_stride, cfg.temporal_stride
+        if t % ts != 1 or h % s or w % s:
+            raise VidaxError(f"{self.NAME} encode: video of {t} frames at {h}x{w}; the frame "
+                             f"count must be {ts}n+1 (1, {ts + 1}, {2 * ts + 1}, ...) and height "
+                             f"and width multiples of {s}")
+        graphdef, state = nnx.split(self)
+        # The first frame alone, then one latent frame's worth (the authors' 1 + 4(i-1) : 1 + 4i).
+        bounds = [(0, 1)] + [(i, i + ts) for i in range(1, t, ts)]
+        mus, log_vars, cache = [], [], None
+        for start, stop in bounds:
+            chunk = jnp.asarray(video[:, start:stop], jnp.float32)
+            mu, log_var, cache = _encode_chunk(graphdef, state, chunk, cache)
+            mus.append(mu)
+            log_vars.append(log_var)
+        mu = jnp.concatenate(mus, axis=1)
+        if normalize:
+            mean, inv_std = self._statistics()
+            mu = (mu - mean) * inv_std
+        return (mu, jnp.concatenate(log_vars, axis=1)) if return_log_var else mu
+
+    def decode(self, latents, *, normalized: bool = True, clamp: bool = True) -> np.ndarray:
+        """Latents ``[B, n+1, h, w, z_dim]`` -> video ``[B, 4n+1, s*h, s*w, 3]`` (numpy, float32).
+
+        Mirrors the authors' ``Wan2_1_VAE.decode`` / ``Wan2_2_VAE.decode``: latents are
+        un-normalised first (``normalized=False``: they are raw posterior samples), the
+        output is clamped to [-1, 1] unless
+        ``clamp=False`` (``WanVAE_.decode`` itself does not clamp). Each decoded chunk goes to
+        host memory as soon as it is ready.
+        """
+        cfg = self.config
+        if getattr(latents, "ndim", None) != 5 or latents.shape[-1] != cfg.z_dim:
+            raise VidaxError(f"{self.NAME} decode takes latents [B, T, h, w, {cfg.z_dim}], got "
+                             f"shape {tuple(getattr(latents, 'shape', ()))}")
+        z = jnp.asarray(latents, jnp.float32)
+        if normalized:
+            mean, inv_std = self._statistics()
+            z = z / inv_std + mean
+        graphdef, state = nnx.split(self)
+        frames, cache = [], None
+        for i in range(z.shape[1]):
+            out, cache = _decode_chunk(graphdef, state, z[:, i:i + 1], cache)
+            frames.append(np.asarray(out))
+        video = np.concatenate(frames, axis=1)
+        return np.clip(video, -1.0, 1.0) if clamp else video
+
+
+
+class WanVAE(ChunkedVideoVAE):
     """The Wan2.1 VAE (``WanVAE_``) in Flax NNX: channels-last video, chunked, jitted per chunk.
 
     Use :meth:`encode` and :meth:`decode`; :meth:`encode_chunk` / :meth:`decode_chunk` are
     the per-chunk computations they jit.
     """
+
+    NAME = "Wan2.1 VAE"
 
     def __init__(self, config: WanVAEConfig, *, keys: KeyGen | int = 0,
                  param_dtype=jnp.float32):
@@ -361,69 +436,6 @@ class WanVAE(nnx.Module):
         chunk_cache = ChunkCache(cache)
         x = self.decoder(self.conv2(z), chunk_cache)
         return x, chunk_cache.result()
-
-    # ----------------------------------------------------------------------------- whole videos
-    def _statistics(self) -> tuple[np.ndarray, np.ndarray]:
-        """(mean, 1/std) in float32, as the authors' wrapper computes its ``scale``."""
-        mean = np.asarray(self.config.latents_mean, np.float32)
-        inv_std = np.float32(1.0) / np.asarray(self.config.latents_std, np.float32)
-        return mean, inv_std
-
-    def encode(self, video, *, normalize: bool = True, return_log_var: bool = False):
-        """Video ``[B, 4n+1, H, W, 3]`` in [-1, 1] -> latent mean ``[B, n+1, H/8, W/8, z_dim]``.
-
-        Mirrors ``Wan2_1_VAE.encode`` / ``WanVAE_.encode``: the posterior mean, normalised as
-        ``(mu - mean) / std`` with the latent statistics unless ``normalize=False``. With
-        ``return_log_var`` also the (never normalised) log-variance: ``(mu, log_var)``.
-        """
-        cfg = self.config
-        if getattr(video, "ndim", None) != 5 or video.shape[-1] != 3:
-            raise VidaxError(f"Wan2.1 VAE encode takes video [B, T, H, W, 3], got shape "
-                             f"{tuple(getattr(video, 'shape', ()))}")
-        _, t, h, w, _ = video.shape
-        s, ts = cfg.spatial_stride, cfg.temporal_stride
-        if t % ts != 1 or h % s or w % s:
-            raise VidaxError(f"Wan2.1 VAE encode: video of {t} frames at {h}x{w}; the frame "
-                             f"count must be {ts}n+1 (1, 5, 9, ..., 81) and height and width "
-                             f"multiples of {s}")
-        graphdef, state = nnx.split(self)
-        bounds = [(0, 1)] + [(i, i + ENCODE_CHUNK) for i in range(1, t, ENCODE_CHUNK)]
-        mus, log_vars, cache = [], [], None
-        for start, stop in bounds:
-            chunk = jnp.asarray(video[:, start:stop], jnp.float32)
-            mu, log_var, cache = _encode_chunk(graphdef, state, chunk, cache)
-            mus.append(mu)
-            log_vars.append(log_var)
-        mu = jnp.concatenate(mus, axis=1)
-        if normalize:
-            mean, inv_std = self._statistics()
-            mu = (mu - mean) * inv_std
-        return (mu, jnp.concatenate(log_vars, axis=1)) if return_log_var else mu
-
-    def decode(self, latents, *, normalized: bool = True, clamp: bool = True) -> np.ndarray:
-        """Latents ``[B, n+1, h, w, z_dim]`` -> video ``[B, 4n+1, 8h, 8w, 3]`` (numpy, float32).
-
-        Mirrors ``Wan2_1_VAE.decode``: latents are un-normalised first (``normalized=False``:
-        they are raw posterior samples), the output is clamped to [-1, 1] unless
-        ``clamp=False`` (``WanVAE_.decode`` itself does not clamp). Each decoded chunk goes to
-        host memory as soon as it is ready.
-        """
-        cfg = self.config
-        if getattr(latents, "ndim", None) != 5 or latents.shape[-1] != cfg.z_dim:
-            raise VidaxError(f"Wan2.1 VAE decode takes latents [B, T, h, w, {cfg.z_dim}], got "
-                             f"shape {tuple(getattr(latents, 'shape', ()))}")
-        z = jnp.asarray(latents, jnp.float32)
-        if normalized:
-            mean, inv_std = self._statistics()
-            z = z / inv_std + mean
-        graphdef, state = nnx.split(self)
-        frames, cache = [], None
-        for i in range(z.shape[1]):
-            out, cache = _decode_chunk(graphdef, state, z[:, i:i + 1], cache)
-            frames.append(np.asarray(out))
-        video = np.concatenate(frames, axis=1)
-        return np.clip(video, -1.0, 1.0) if clamp else video
-
 
 # One jitted function per direction; the cache pytree (None on the first chunk) selects the
 # compiled program, so a video compiles two programs per direction and chunk shape. The cache

@@ -31,14 +31,12 @@ Module names mirror the authors', with the Wan2.1 VAE's names for ``nn.Sequentia
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 from dataclasses import dataclass
 from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import nnx
 
 from vidax.errors import VidaxError
@@ -322,13 +320,15 @@ class Decoder3d(nnx.Module):
         return cache.conv(self.head_conv, jax.nn.silu(self.head_norm(x)))
 
 
-class Wan22VAE(nnx.Module):
+class Wan22VAE(wan21.ChunkedVideoVAE):
     """The Wan2.2 VAE (vae2_2 ``WanVAE_``) in Flax NNX: channels-last video, chunked, jitted
     per chunk.
 
     Use :meth:`encode` and :meth:`decode`; :meth:`encode_chunk` / :meth:`decode_chunk` are
     the per-chunk computations they jit.
     """
+
+    NAME = "Wan2.2 VAE"
 
     def __init__(self, config: Wan22VAEConfig, *, keys: KeyGen | int = 0,
                  param_dtype=jnp.float32):
@@ -357,77 +357,3 @@ class Wan22VAE(nnx.Module):
         chunk_cache = ChunkCache(cache)
         x = unpatchify(self.decoder(self.conv2(z), chunk_cache))
         return x, chunk_cache.result()
-
-    # ----------------------------------------------------------------------------- whole videos
-    def _statistics(self) -> tuple[np.ndarray, np.ndarray]:
-        """(mean, 1/std) in float32, as the authors' wrapper computes its ``scale``."""
-        mean = np.asarray(self.config.latents_mean, np.float32)
-        inv_std = np.float32(1.0) / np.asarray(self.config.latents_std, np.float32)
-        return mean, inv_std
-
-    def encode(self, video, *, normalize: bool = True, return_log_var: bool = False):
-        """Video ``[B, 4n+1, H, W, 3]`` in [-1, 1] -> latent mean ``[B, n+1, H/16, W/16, z]``.
-
-        Mirrors ``Wan2_2_VAE.encode`` / ``WanVAE_.encode``: the posterior mean, normalised as
-        ``(mu - mean) / std`` with the latent statistics unless ``normalize=False``. With
-        ``return_log_var`` also the (never normalised) log-variance: ``(mu, log_var)``.
-        """
-        cfg = self.config
-        if getattr(video, "ndim", None) != 5 or video.shape[-1] != RGB:
-            raise VidaxError(f"Wan2.2 VAE encode takes video [B, T, H, W, 3], got shape "
-                             f"{tuple(getattr(video, 'shape', ()))}")
-        _, t, h, w, _ = video.shape
-        s, ts = cfg.spatial_stride, cfg.temporal_stride
-        if t % ts != 1 or h % s or w % s:
-            raise VidaxError(f"Wan2.2 VAE encode: video of {t} frames at {h}x{w}; the frame "
-                             f"count must be {ts}n+1 (1, 5, 9, ..., 121) and height and width "
-                             f"multiples of {s}")
-        graphdef, state = nnx.split(self)
-        bounds = [(0, 1)] + [(i, i + ts) for i in range(1, t, ts)]
-        mus, log_vars, cache = [], [], None
-        for start, stop in bounds:
-            chunk = jnp.asarray(video[:, start:stop], jnp.float32)
-            mu, log_var, cache = _encode_chunk(graphdef, state, chunk, cache)
-            mus.append(mu)
-            log_vars.append(log_var)
-        mu = jnp.concatenate(mus, axis=1)
-        if normalize:
-            mean, inv_std = self._statistics()
-            mu = (mu - mean) * inv_std
-        return (mu, jnp.concatenate(log_vars, axis=1)) if return_log_var else mu
-
-    def decode(self, latents, *, normalized: bool = True, clamp: bool = True) -> np.ndarray:
-        """Latents ``[B, n+1, h, w, z]`` -> video ``[B, 4n+1, 16h, 16w, 3]`` (numpy, float32).
-
-        Mirrors ``Wan2_2_VAE.decode``: latents are un-normalised first (``normalized=False``:
-        they are raw posterior samples), the output is clamped to [-1, 1] unless
-        ``clamp=False`` (``WanVAE_.decode`` itself does not clamp). Each decoded chunk goes to
-        host memory as soon as it is ready.
-        """
-        cfg = self.config
-        if getattr(latents, "ndim", None) != 5 or latents.shape[-1] != cfg.z_dim:
-            raise VidaxError(f"Wan2.2 VAE decode takes latents [B, T, h, w, {cfg.z_dim}], got "
-                             f"shape {tuple(getattr(latents, 'shape', ()))}")
-        z = jnp.asarray(latents, jnp.float32)
-        if normalized:
-            mean, inv_std = self._statistics()
-            z = z / inv_std + mean
-        graphdef, state = nnx.split(self)
-        frames, cache = [], None
-        for i in range(z.shape[1]):
-            out, cache = _decode_chunk(graphdef, state, z[:, i:i + 1], cache)
-            frames.append(np.asarray(out))
-        video = np.concatenate(frames, axis=1)
-        return np.clip(video, -1.0, 1.0) if clamp else video
-
-
-# One jitted function per direction; the cache pytree (None on the first chunk) selects the
-# compiled program (two per direction and chunk shape). The cache is donated.
-@functools.partial(jax.jit, static_argnums=0, donate_argnums=3)
-def _encode_chunk(graphdef, state, x, cache):
-    return nnx.merge(graphdef, state).encode_chunk(x, cache)
-
-
-@functools.partial(jax.jit, static_argnums=0, donate_argnums=3)
-def _decode_chunk(graphdef, state, z, cache):
-    return nnx.merge(graphdef, state).decode_chunk(z, cache)
