@@ -252,3 +252,57 @@ def text2video_module() -> types.ModuleType:
     vae2_1_module()
     fm_solvers()
     return importlib.import_module("wan.text2video")
+
+
+# ------------------------------------------------------------------------- Wan2.2 sampling loops
+def _to_tensor(pic):
+    """``torchvision.transforms.functional.to_tensor`` for what the loops pass it (a PIL
+    image): ``[C, H, W]`` float32 in [0, 1], ``uint8 / 255``."""
+    import numpy as np
+
+    array = np.array(pic, copy=True)
+    if array.ndim == 2:
+        array = array[:, :, None]
+    return torch.from_numpy(array).permute(2, 0, 1).contiguous().to(torch.float32).div(255)
+
+
+def _import_with_torchvision_functional(name: str) -> types.ModuleType:
+    """Import ``name`` with the torchvision stand-ins of :func:`clip_module` plus
+    ``torchvision.transforms.functional`` (only ``to_tensor``: :func:`_to_tensor`), present
+    in ``sys.modules`` for the import only. ``wan/utils/utils.py`` imports torchvision at
+    the top but uses it only in video writing, which the loops do not call."""
+    stand_ins = _torchvision_stand_in()
+    functional = types.ModuleType("torchvision.transforms.functional")
+    functional.to_tensor = _to_tensor
+    stand_ins["torchvision.transforms"].functional = functional
+    stand_ins["torchvision.transforms.functional"] = functional
+    stand_ins = {k: v for k, v in stand_ins.items() if k not in sys.modules}
+    sys.modules.update(stand_ins)
+    try:
+        return importlib.import_module(name)
+    finally:
+        for key in stand_ins:
+            sys.modules.pop(key, None)
+
+
+@functools.cache
+def textimage2video_module() -> types.ModuleType:
+    """``wan.textimage2video`` (``WanTI2V``: TI2V-5B's text- and image-to-video loops).
+
+    The modules it needs are built first (:func:`text2video_module`'s set plus the Wan2.2
+    VAE), then it is imported with :func:`_import_with_torchvision_functional` (its
+    ``TF.to_tensor``, and ``wan.utils.utils``' top-level torchvision import). Its
+    ``__init__`` loads full-size files onto CUDA: callers build a stand-in ``self``.
+    """
+    text2video_module()
+    vae2_2_module()
+    _import_with_torchvision_functional("wan.utils.utils")
+    return _import_with_torchvision_functional("wan.textimage2video")
+
+
+@functools.cache
+def image2video_module() -> types.ModuleType:
+    """``wan.image2video`` (``WanI2V``: the A14B image-to-video loop), imported as
+    :func:`textimage2video_module`; callers build a stand-in ``self``."""
+    text2video_module()
+    return _import_with_torchvision_functional("wan.image2video")

@@ -193,6 +193,31 @@ PRECISIONS = {
 }
 
 
+def precision_policy(name: str) -> Precision:
+    if name not in PRECISIONS:
+        raise VidaxError(f"precision must be one of {', '.join(PRECISIONS)}, got {name!r}")
+    return PRECISIONS[name]
+
+
+def component_dtype(policy: Precision, component: str):
+    """The parameter dtype a component is loaded in: the DiT keeps float32 weights (its
+    compute dtype is the policy's), the others are stored in their compute dtype."""
+    return {"dit": jnp.float32, "vae": policy.vae, "text_encoder": policy.text_encoder,
+            "image_encoder": policy.image_encoder}[component]
+
+
+def load_component(progress, model_type: str, component: str, path: Path, config, dtype,
+                   mesh=None):
+    """One component through ``vidax.load`` (verified 1:1), with a progress bar and its
+    report's headline."""
+    with progress.phase(f"loading {component} ({path.name})") as advance:
+        model, report = loading.load_with_report(
+            model_type, component, path, config=config, dtype=dtype, mesh=mesh,
+            progress=lambda done, total, name: advance(total=total))
+    progress.line(f"  {component}: {report.headline()}")
+    return model
+
+
 # ----------------------------------------------------------------------------- the release
 @dataclass(frozen=True)
 class Release:
@@ -221,20 +246,28 @@ def _variant_task(variant: str) -> str:
     return variant.split("-")[0]
 
 
-def _component_files(folder: Path, component: str) -> Path | None:
-    spec = registry.get(MODEL_TYPE, component)
+def _component_files(folder: Path, component: str, model_type: str = MODEL_TYPE
+                     ) -> Path | None:
+    """The component's file in ``folder`` by the authors' file names; None if absent."""
+    spec = registry.get(model_type, component)
     if not any(any(folder.glob(pattern)) for pattern in spec.files):
         return None
     return loading.find_files(folder, spec)
 
 
-def _read_dit_config(path: Path) -> WanDiTConfig:
+def read_json_config(path: Path) -> dict:
+    """A DiT's ``config.json`` as a dict (one clear error if it is not one)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise VidaxError(f"{path}: not a readable JSON file ({e})") from e
     if not isinstance(data, dict):
         raise VidaxError(f"{path}: expected a JSON object of WanModel settings")
+    return data
+
+
+def _read_dit_config(path: Path) -> WanDiTConfig:
+    data = read_json_config(path)
     try:
         return WanDiTConfig.from_dict(data)
     except (TypeError, ValueError) as e:
@@ -328,16 +361,17 @@ def parse_size(text: str) -> tuple[int, int]:
     raise VidaxError(f"--size {text!r}: give the size as WIDTHxHEIGHT, e.g. 1280x720")
 
 
-def check_size(size: tuple[int, int]) -> tuple[int, int]:
-    """Width and height must be positive multiples of 16 (VAE stride 8 x DiT patch 2)."""
+def check_size(size: tuple[int, int], multiple: int = SIZE_MULTIPLE) -> tuple[int, int]:
+    """Width and height must be positive multiples of ``multiple``: 16 here (VAE stride 8 x
+    DiT patch 2); Wan2.2 TI2V-5B passes 32 (its VAE's stride 16)."""
     width, height = (int(s) for s in size)
-    if width < SIZE_MULTIPLE or height < SIZE_MULTIPLE or width % SIZE_MULTIPLE \
-            or height % SIZE_MULTIPLE:
+    if width < multiple or height < multiple or width % multiple or height % multiple:
         def nearest(n):
-            return max(SIZE_MULTIPLE, SIZE_MULTIPLE * round(n / SIZE_MULTIPLE))
+            return max(multiple, multiple * round(n / multiple))
         raise VidaxError(f"size {width}x{height}: width and height must be multiples of "
-                         f"{SIZE_MULTIPLE} (the VAE's 8x downsampling times the DiT's 2x2 "
-                         f"patches); the nearest valid size is {nearest(width)}x{nearest(height)}")
+                         f"{multiple} (the VAE's {multiple // PATCH[1]}x downsampling times the "
+                         f"DiT's 2x2 patches); the nearest valid size is "
+                         f"{nearest(width)}x{nearest(height)}")
     return width, height
 
 
@@ -501,7 +535,9 @@ class Request:
 
     ``size`` is the output (width, height); ``image`` / ``last_image`` are float32 [-1, 1]
     ``[H, W, 3]`` at their own size (flf2v's last already matched to the first);
-    ``noise`` is ``[T, h, w, 16]`` or None (then drawn from ``seed``).
+    ``noise`` is ``[T, h, w, C]`` or None (then drawn from ``seed``). ``latent_channels``
+    and ``vae_stride`` describe the VAE's latents (the Wan2.1 VAE's unless a Wan2.2 release
+    says otherwise).
     """
 
     task: str
@@ -518,12 +554,15 @@ class Request:
     noise: np.ndarray | None = None
     image: np.ndarray | None = None
     last_image: np.ndarray | None = None
+    latent_channels: int = LATENT_CHANNELS
+    vae_stride: tuple[int, int, int] = VAE_STRIDE
 
     @property
     def latent_shape(self) -> tuple[int, int, int, int]:
         width, height = self.size
-        return ((self.frames - 1) // VAE_STRIDE[0] + 1, height // VAE_STRIDE[1],
-                width // VAE_STRIDE[2], LATENT_CHANNELS)
+        stride = self.vae_stride
+        return ((self.frames - 1) // stride[0] + 1, height // stride[1], width // stride[2],
+                self.latent_channels)
 
 
 def _number(name: str, value, *, positive: bool = True) -> float:
@@ -651,16 +690,25 @@ def _encode_image(graphdef, params, pixels):
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2), donate_argnums=(4, 5))
 def _denoise_step(graphdef, solver_step, compute_dtype, params, latents, state, index, t,
-                  context, clip_fea, y, guidance_scale):
+                  context, clip_fea, y, guidance_scale, keep=None):
     """One sampling step: the DiT on [cond, uncond] as one batch of 2, classifier-free
-    guidance ``uncond + g * (cond - uncond)``, the scheduler update. ``latents [1, T, h, w, 16]``
-    and the scheduler state are donated; ``context [2, 512, D]`` is (prompt, negative)."""
+    guidance ``uncond + g * (cond - uncond)``, the scheduler update. ``latents [1, T, h, w, C]``
+    and the scheduler state are donated; ``context [2, 512, D]`` is (prompt, negative).
+
+    ``t``: a scalar, or one timestep per DiT token ``[L]`` (Wan2.2 TI2V). ``keep``: None, or
+    ``(mask, z)`` -- after the update the latents become ``(1 - mask) z + mask latents``
+    (Wan2.2 TI2V's image-to-video keeps its encoded first frame so)."""
     dit = nnx.merge(graphdef, params)
     pair = lambda a: None if a is None else jnp.concatenate([a, a])  # noqa: E731
-    flow = dit(pair(latents), jnp.broadcast_to(t, (2,)), context, clip_fea=pair(clip_fea),
-               y=pair(y), compute_dtype=compute_dtype)
+    flow = dit(pair(latents), jnp.broadcast_to(t, (2, *jnp.shape(t))), context,
+               clip_fea=pair(clip_fea), y=pair(y), compute_dtype=compute_dtype)
     cond, uncond = flow[:1], flow[1:]
-    return solver_step(uncond + guidance_scale * (cond - uncond), index, latents, state)
+    latents, state = solver_step(uncond + guidance_scale * (cond - uncond), index, latents,
+                                 state)
+    if keep is not None:
+        mask, z = keep
+        latents = (1 - mask) * z + mask * latents
+    return latents, state
 
 
 # ----------------------------------------------------------------------------- the pipeline
@@ -673,11 +721,8 @@ class WanPipeline:
 
     def __init__(self, release: Release, *, dit, vae, text_encoder, tokenizer,
                  image_encoder=None, mesh=None, precision: str = "bf16", console=None):
-        if precision not in PRECISIONS:
-            raise VidaxError(f"precision must be one of {', '.join(PRECISIONS)}, got "
-                             f"{precision!r}")
         self.release, self.task, self.variant = release, release.task, release.variant
-        self.precision = PRECISIONS[precision]
+        self.precision = precision_policy(precision)
         self.dit, self.vae, self.text_encoder = dit, vae, text_encoder
         self.tokenizer, self.image_encoder, self.mesh = tokenizer, image_encoder, mesh
         self._progress = _Progress(console)
@@ -693,28 +738,18 @@ class WanPipeline:
         """Verify every component file against its model (no weight read), then load them."""
         from vidax.text import Tokenizer
 
-        if precision not in PRECISIONS:
-            raise VidaxError(f"precision must be one of {', '.join(PRECISIONS)}, got "
-                             f"{precision!r}")
-        policy = PRECISIONS[precision]
+        policy = precision_policy(precision)
         progress = _Progress(console)
         components = _COMPONENTS[release.task]
         for component in components:
             _verify(component, release.files[component], release.configs[component])
         progress.line(f"Wan2.1 {release.variant} ({release.task}) in {release.folder}: every "
                       f"component verified; loading with precision {policy.name}")
-        dtypes = {"dit": jnp.float32, "vae": policy.vae, "text_encoder": policy.text_encoder,
-                  "image_encoder": policy.image_encoder}
         models = {}
         for component in components:
-            path = release.files[component]
-            with progress.phase(f"loading {component} ({path.name})") as advance:
-                model, report = loading.load_with_report(
-                    MODEL_TYPE, component, path, config=release.configs[component],
-                    dtype=dtypes[component], mesh=mesh,
-                    progress=lambda done, total, name: advance(total=total))
-            progress.line(f"  {component}: {report.headline()}")
-            models[component] = model
+            models[component] = load_component(
+                progress, MODEL_TYPE, component, release.files[component],
+                release.configs[component], component_dtype(policy, component), mesh)
         tokenizer = Tokenizer(release.files["tokenizer"], seq_len=release.configs["dit"].text_len)
         return cls(release, dit=models["dit"], vae=models["vae"],
                    text_encoder=models["text_encoder"], tokenizer=tokenizer,
@@ -801,24 +836,33 @@ class WanPipeline:
                                                             else "")):
                     clip_fea = self.encode_images(request)
                     y = self.condition(request)
-            scheduler = SAMPLE_SOLVERS[request.sample_solver](request.steps, request.shift)
-            latents = self.initial_noise(request)
-            state = scheduler.init(latents.shape, sharding=latents.sharding)
-            graphdef, params = nnx.split(self.dit)
+            split = nnx.split(self.dit)
             guidance = jnp.float32(request.guidance_scale)
-            width, height = request.size
-            with progress.phase(f"sampling {request.frames} frames at {width}x{height}, "
-                                f"{request.sample_solver} shift {request.shift:g}, "
-                                f"guidance {request.guidance_scale:g}",
-                                total=request.steps) as advance:
-                for index, t in enumerate(scheduler.timesteps):
-                    latents, state = _denoise_step(
-                        graphdef, scheduler.step, self.precision.dit_compute, params, latents,
-                        state, jnp.int32(index), jnp.float32(t), context, clip_fea, y,
-                        guidance)
-                    latents.block_until_ready()
-                    advance()
+            latents = self.denoise(
+                request, self.initial_noise(request), context,
+                lambda index, t: (split, guidance, jnp.float32(t)), clip_fea=clip_fea, y=y,
+                what=f"guidance {request.guidance_scale:g}")
         return np.asarray(latents[0])
+
+    def denoise(self, request: Request, latents, context, step_inputs, *, clip_fea=None,
+                y=None, keep=None, what: str = "") -> jax.Array:
+        """The sampling loop: the request's scheduler from ``latents``; step ``index`` at
+        timestep ``t`` runs the DiT ``(graphdef, params)``, guidance and DiT timestep(s) that
+        ``step_inputs(index, t)`` returns, in one jitted step (:func:`_denoise_step`)."""
+        scheduler = SAMPLE_SOLVERS[request.sample_solver](request.steps, request.shift)
+        state = scheduler.init(latents.shape, sharding=latents.sharding)
+        width, height = request.size
+        with self._progress.phase(f"sampling {request.frames} frames at {width}x{height}, "
+                                  f"{request.sample_solver} shift {request.shift:g}, {what}",
+                                  total=request.steps) as advance:
+            for index, t in enumerate(scheduler.timesteps):
+                (graphdef, params), guidance, timestep = step_inputs(index, t)
+                latents, state = _denoise_step(
+                    graphdef, scheduler.step, self.precision.dit_compute, params, latents,
+                    state, jnp.int32(index), timestep, context, clip_fea, y, guidance, keep)
+                latents.block_until_ready()
+                advance()
+        return latents
 
     def decode(self, latents) -> np.ndarray:
         """Latents ``[T_lat, h, w, 16]`` -> uint8 frames ``[4(T_lat - 1) + 1, 8h, 8w, 3]``."""
@@ -845,13 +889,13 @@ class WanPipeline:
 Pipeline = WanPipeline
 
 
-def _verify(component: str, path: Path, config) -> None:
+def _verify(component: str, path: Path, config, model_type: str = MODEL_TYPE) -> None:
     """The component file's names and shapes against the model at ``config``; the same
     error as ``vidax.load``, before any weight of any component is read."""
-    spec = registry.get(MODEL_TYPE, component)
+    spec = registry.get(model_type, component)
     with open_checkpoint(path) as ckpt:
         report, _, _ = loading.verify_tensors(spec, config, ckpt, source=str(path))
     if not report.ok:
         raise VerificationError(
-            f"{path} is not a {MODEL_TYPE} {component} checkpoint at this config (no weights "
+            f"{path} is not a {model_type} {component} checkpoint at this config (no weights "
             f"were loaded): " + "; ".join(report.lines(5)[1:]), report)
