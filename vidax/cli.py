@@ -134,7 +134,15 @@ def cmd_generate(args) -> int:
             image=args.image, last_image=args.last_image, frames=args.frames, size=size,
             steps=args.steps, guidance_scale=args.guidance_scale, shift=args.shift,
             sample_solver=args.sample_solver, seed=args.seed, noise=args.noise, fps=args.fps)
-        pipe = family.Pipeline.from_release(release, precision=args.precision, console=con)
+        mesh = None
+        if args.mesh:
+            from vidax import sharding
+
+            mesh = sharding.make_mesh(args.mesh)
+            con.print(f"mesh: {dict(mesh.shape)} over {mesh.devices.size} "
+                      f"{mesh.devices.flat[0].platform} device(s)")
+        pipe = family.Pipeline.from_release(release, mesh=mesh, precision=args.precision,
+                                            console=con)
         frames = pipe(request=request)
     path = pipe.write(frames, out, fps=request.fps)
     f, h, w = frames.shape[:3]
@@ -225,6 +233,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--fps", type=float, help="frames per second of the mp4 (default 16)")
     s.add_argument("--precision", choices=PRECISIONS, default="bf16",
                    help="bf16: the authors' mixed precision (default); fp32: all float32")
+    s.add_argument("--mesh", default=None,
+                   help="a device mesh, e.g. dp=2,fsdp=4,sp=1,tp=1 (default: one device); "
+                        "see docs/hardware_and_sharding.md")
     s.add_argument("--out", required=True, help="the .mp4 to write")
     s.set_defaults(func=cmd_generate)
 

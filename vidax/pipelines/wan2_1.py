@@ -69,6 +69,7 @@ from vidax.models.clip import _cubic_resize_matrix as _torch_bicubic_matrix
 from vidax.models.t5 import T5Config
 from vidax.models.wan2_1.dit import CLIP_DIM, WanDiTConfig
 from vidax.schedulers import SAMPLE_SOLVERS
+from vidax.sharding import constrain_batch, shard_batch, use_mesh
 from vidax.translator.io import open_checkpoint
 
 MODEL_TYPE = "wan2_1"
@@ -699,8 +700,9 @@ def _denoise_step(graphdef, solver_step, compute_dtype, params, latents, state, 
     ``(mask, z)`` -- after the update the latents become ``(1 - mask) z + mask latents``
     (Wan2.2 TI2V's image-to-video keeps its encoded first frame so)."""
     dit = nnx.merge(graphdef, params)
-    pair = lambda a: None if a is None else jnp.concatenate([a, a])  # noqa: E731
-    flow = dit(pair(latents), jnp.broadcast_to(t, (2, *jnp.shape(t))), context,
+    # The [cond, uncond] batch: split over dp/fsdp when a context mesh is set (use_mesh).
+    pair = lambda a: None if a is None else constrain_batch(jnp.concatenate([a, a]))  # noqa: E731
+    flow = dit(pair(latents), jnp.broadcast_to(t, (2, *jnp.shape(t))), constrain_batch(context),
                clip_fea=pair(clip_fea), y=pair(y), compute_dtype=compute_dtype)
     cond, uncond = flow[:1], flow[1:]
     latents, state = solver_step(uncond + guidance_scale * (cond - uncond), index, latents,
@@ -761,11 +763,8 @@ class WanPipeline:
         return make_request(self.task, self.variant, prompt, **options)
 
     def _place(self, array):
-        if self.mesh is None:
-            return jnp.asarray(array)
-        from jax.sharding import NamedSharding, PartitionSpec
-
-        return jax.device_put(array, NamedSharding(self.mesh, PartitionSpec()))
+        """An input on the pipeline's device(s): its batch split over the mesh's batch axes."""
+        return jnp.asarray(array) if self.mesh is None else shard_batch(array, self.mesh)
 
     def _matmul_precision(self):
         if self.precision.matmul is None:
@@ -857,9 +856,10 @@ class WanPipeline:
                                   total=request.steps) as advance:
             for index, t in enumerate(scheduler.timesteps):
                 (graphdef, params), guidance, timestep = step_inputs(index, t)
-                latents, state = _denoise_step(
-                    graphdef, scheduler.step, self.precision.dit_compute, params, latents,
-                    state, jnp.int32(index), timestep, context, clip_fea, y, guidance, keep)
+                with use_mesh(self.mesh) if self.mesh is not None else contextlib.nullcontext():
+                    latents, state = _denoise_step(
+                        graphdef, scheduler.step, self.precision.dit_compute, params, latents,
+                        state, jnp.int32(index), timestep, context, clip_fea, y, guidance, keep)
                 latents.block_until_ready()
                 advance()
         return latents
