@@ -23,7 +23,8 @@ from types import ModuleType
 from vidax.errors import VidaxError
 
 #: model_type -> the module that implements its pipeline.
-PIPELINES = {"wan2_1": "vidax.pipelines.wan2_1"}
+PIPELINES = {"wan2_1": "vidax.pipelines.wan2_1", "wan2_2": "vidax.pipelines.wan2_2",
+             "ltx_video": "vidax.pipelines.ltx_video"}
 
 #: The precision policies every pipeline accepts (see each family's module docstring).
 PRECISIONS = ("bf16", "fp32")
@@ -42,10 +43,11 @@ def pipeline(model_type: str, checkpoint_dir: str | os.PathLike, *, variant: str
     """The generation pipeline of a release folder (DESIGN.md §4).
 
     Args:
-      model_type: ``"wan2_1"``.
+      model_type: ``"wan2_1"`` or ``"wan2_2"``.
       checkpoint_dir: the folder as the authors release it (their file names).
-      variant: the release (``t2v-1.3b``, ``t2v-14b``, ``i2v-14b``, ``flf2v-14b``); default:
-        read from the DiT's ``config.json``.
+      variant: the release (wan2_1: ``t2v-1.3b``, ``t2v-14b``, ``i2v-14b``, ``flf2v-14b``;
+        wan2_2: ``ti2v-5b``, ``t2v-a14b``, ``i2v-a14b``); default: read from the DiT's
+        ``config.json``.
       mesh: a ``jax.sharding.Mesh`` to place the weights on (replicated for now).
       precision: ``"bf16"`` (the authors' mixed precision, the default) or ``"fp32"``.
       console: a ``rich.console.Console`` for progress; ``None`` is quiet.

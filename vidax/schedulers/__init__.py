@@ -1,5 +1,9 @@
 """Samplers: the step rules that turn a model's predictions into the next latents.
 
+LTX-Video's rectified-flow sampler is :class:`RectifiedFlowScheduler` (module
+:mod:`vidax.schedulers.rectified_flow`: its schedule comes from the release file's metadata,
+its step is a pure function of per-token timesteps).
+
 So far: the Wan authors' two flow-matching samplers, ported to give their timesteps
 exactly and their sample trajectories to float32 round-off.
 
@@ -61,6 +65,7 @@ from vidax.schedulers.flow_unipc import (
     UniPCCoefficients,
     UniPCState,
 )
+from vidax.schedulers.rectified_flow import RectifiedFlowScheduler
 
 #: The authors' ``--sample_solver`` names.
 SAMPLE_SOLVERS = {
@@ -74,6 +79,7 @@ __all__ = [
     "DPMState",
     "FlowDPMSolverMultistepScheduler",
     "FlowUniPCMultistepScheduler",
+    "RectifiedFlowScheduler",
     "UniPCCoefficients",
     "UniPCState",
     "flow_schedule",
