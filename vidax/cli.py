@@ -215,22 +215,28 @@ def build_parser() -> argparse.ArgumentParser:
                                         "publish it")
     s.add_argument("model_type", choices=sorted(PIPELINES))
     s.add_argument("--checkpoint-dir", required=True, help="the release folder")
-    s.add_argument("--variant", help="the release (default: read from the DiT's config.json)")
+    s.add_argument("--variant", help="the release (default: read from the folder's files)")
     s.add_argument("--prompt", required=True)
     s.add_argument("--negative-prompt", help="default: the authors' negative prompt")
-    s.add_argument("--image", help="i2v / flf2v: the first frame")
-    s.add_argument("--last-image", help="flf2v: the last frame")
-    s.add_argument("--frames", type=int, help="4n+1 frames (default 81)")
-    s.add_argument("--size", help="WIDTHxHEIGHT, multiples of 16 (default: the release's); "
-                                  "i2v/flf2v: the area, the image sets the aspect ratio")
+    s.add_argument("--image", help="image-to-video: the first frame")
+    s.add_argument("--last-image", help="Wan2.1 flf2v: the last frame")
+    s.add_argument("--frames", type=int,
+                   help="frame count (default: the release's; Wan 4n+1, LTX-Video 8n+1)")
+    s.add_argument("--size", help="WIDTHxHEIGHT (default: the release's; Wan2.1 multiples of 16, "
+                                  "Wan2.2 TI2V and LTX-Video 32); with --image on Wan, the "
+                                  "area, the image sets the aspect ratio")
     s.add_argument("--steps", type=int, help="sampling steps (default: the release's)")
-    s.add_argument("--guidance-scale", type=float, help="classifier-free guidance (default 5)")
+    s.add_argument("--guidance-scale", type=float,
+                   help="classifier-free guidance (default: the release's)")
     s.add_argument("--shift", type=float, help="noise schedule shift (default: the release's)")
-    s.add_argument("--sample-solver", choices=["unipc", "dpm++"], help="default unipc")
+    s.add_argument("--sample-solver", choices=["unipc", "dpm++"],
+                   help="Wan: the sampler (default unipc)")
     s.add_argument("--seed", type=int, default=0, help="seed of JAX's noise (default 0)")
-    s.add_argument("--noise", help="initial noise, a .npy file: [C, T, H/8, W/8] as the "
-                                   "authors draw it, or [T, H/8, W/8, C]")
-    s.add_argument("--fps", type=float, help="frames per second of the mp4 (default 16)")
+    s.add_argument("--noise", help="initial noise, a .npy file: [C, T, h, w] as the authors "
+                                   "draw it, or [T, h, w, C] (h, w: the latent size)")
+    s.add_argument("--fps", type=float,
+                   help="frames per second of the mp4 (default: the release's; LTX-Video's "
+                        "DiT also reads it)")
     s.add_argument("--precision", choices=PRECISIONS, default="bf16",
                    help="bf16: the authors' mixed precision (default); fp32: all float32")
     s.add_argument("--mesh", default=None,

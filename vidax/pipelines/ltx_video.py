@@ -83,7 +83,7 @@ from vidax import loading, registry
 from vidax.errors import VerificationError, VidaxError
 from vidax.models.ltx_video.dit import SKIP_LAYER_STRATEGIES
 from vidax.models.t5 import T5Config
-from vidax.pipelines.wan2_1 import PRECISIONS, _Progress, load_image, parse_size
+from vidax.pipelines.common import PRECISIONS, Progress, load_image, parse_size
 from vidax.schedulers.rectified_flow import RectifiedFlowScheduler
 from vidax.schedulers.rectified_flow import step as rf_step
 from vidax.translator.io import open_checkpoint
@@ -746,7 +746,7 @@ class LTXVideoPipeline:
         self.dit, self.vae, self.text_encoder, self.tokenizer = dit, vae, text_encoder, tokenizer
         self.upsampler, self.mesh = upsampler, mesh
         self._last_draws: Draws | None = None   # the last sample's, for its decode noise
-        self._progress = _Progress(console)
+        self._progress = Progress(console)
 
     @property
     def defaults(self) -> ReleaseDefaults:
@@ -762,13 +762,13 @@ class LTXVideoPipeline:
             raise VidaxError(f"precision must be one of {', '.join(PRECISIONS)}, got "
                              f"{precision!r}")
         policy = PRECISIONS[precision]
-        progress = _Progress(console)
+        progress = Progress(console)
         specs = {"dit": registry.get(MODEL_TYPE, "dit"), "vae": registry.get(MODEL_TYPE, "vae"),
                  "text_encoder": registry.get("t5", "encoder", layout="transformers")}
         if "upsampler" in release.files:
             specs["upsampler"] = registry.get(MODEL_TYPE, "upsampler")
         for component, spec in specs.items():
-            _verify(spec, release.files[component], release.configs[component], component)
+            verify_component(spec, release.files[component], release.configs[component], component)
         progress.line(f"LTX-Video {release.variant} in {release.folder}: every component "
                       f"verified; loading with precision {policy.name}")
         dtypes = {"dit": policy.dit_compute, "vae": policy.vae,
@@ -1044,7 +1044,7 @@ def _decode(vae, latents, timestep):
     return _decode_jit(vae, latents, jnp.float32(timestep))
 
 
-def _verify(spec, path: Path, config, component: str) -> None:
+def verify_component(spec, path: Path, config, component: str) -> None:
     """The component's names and shapes against the model at ``config``, before any weight of
     any component is read."""
     with open_checkpoint(path) as ckpt:

@@ -50,9 +50,7 @@ import contextlib
 import dataclasses
 import functools
 import json
-import math
 import os
-import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +66,16 @@ from vidax.models.clip import CLIPVisionConfig, preprocess
 from vidax.models.clip import _cubic_resize_matrix as _torch_bicubic_matrix
 from vidax.models.t5 import T5Config
 from vidax.models.wan2_1.dit import CLIP_DIM, WanDiTConfig
+from vidax.pipelines.common import (  # noqa: F401  (re-exported: the CLI's family API)
+    PRECISIONS,
+    Precision,
+    Progress,
+    load_image,
+    number,
+    parse_size,
+    precision_policy,
+    to_unit_range,
+)
 from vidax.schedulers import SAMPLE_SOLVERS
 from vidax.sharding import constrain_batch, shard_batch, use_mesh
 from vidax.translator.io import open_checkpoint
@@ -176,30 +184,6 @@ def tiny_configs(task: str) -> dict:
 
 
 # ----------------------------------------------------------------------------- precision
-@dataclass(frozen=True)
-class Precision:
-    """Compute dtypes per component, and the matmul precision of float32 work."""
-
-    name: str
-    dit_compute: object
-    text_encoder: object
-    image_encoder: object
-    vae: object
-    matmul: str | None  # None: JAX's default (bf16 operands are bf16 either way)
-
-
-PRECISIONS = {
-    "bf16": Precision("bf16", jnp.bfloat16, jnp.bfloat16, jnp.float32, jnp.float32, None),
-    "fp32": Precision("fp32", jnp.float32, jnp.float32, jnp.float32, jnp.float32, "highest"),
-}
-
-
-def precision_policy(name: str) -> Precision:
-    if name not in PRECISIONS:
-        raise VidaxError(f"precision must be one of {', '.join(PRECISIONS)}, got {name!r}")
-    return PRECISIONS[name]
-
-
 def component_dtype(policy: Precision, component: str):
     """The parameter dtype a component is loaded in: the DiT keeps float32 weights (its
     compute dtype is the policy's), the others are stored in their compute dtype."""
@@ -238,7 +222,7 @@ class Release:
 _COMPONENTS = {"t2v": ("dit", "vae", "text_encoder"),
                "i2v": ("dit", "vae", "text_encoder", "image_encoder"),
                "flf2v": ("dit", "vae", "text_encoder", "image_encoder")}
-_ROLES = {"dit": "the DiT", "vae": "the VAE", "text_encoder": "the UMT5 text encoder",
+ROLES = {"dit": "the DiT", "vae": "the VAE", "text_encoder": "the UMT5 text encoder",
           "image_encoder": "the CLIP image encoder", "tokenizer": "the UMT5 tokenizer",
           "config": "the DiT's config"}
 
@@ -247,7 +231,7 @@ def _variant_task(variant: str) -> str:
     return variant.split("-")[0]
 
 
-def _component_files(folder: Path, component: str, model_type: str = MODEL_TYPE
+def component_files(folder: Path, component: str, model_type: str = MODEL_TYPE
                      ) -> Path | None:
     """The component's file in ``folder`` by the authors' file names; None if absent."""
     spec = registry.get(model_type, component)
@@ -307,17 +291,17 @@ def inspect_folder(folder: str | os.PathLike, variant: str | None = None) -> Rel
     components = _COMPONENTS[task] if task else _COMPONENTS["t2v"]
     files, missing = {}, []
     for component in components:
-        path = _component_files(folder, component)
+        path = component_files(folder, component)
         if path is None:
             spec = registry.get(MODEL_TYPE, component)
-            missing.append(f"{spec.files[-1]} ({_ROLES[component]})")
+            missing.append(f"{spec.files[-1]} ({ROLES[component]})")
         files[component] = path
     tokenizer = folder / TOKENIZER_DIR
     if not (tokenizer / "tokenizer.json").is_file():
-        missing.append(f"{TOKENIZER_DIR}/tokenizer.json ({_ROLES['tokenizer']})")
+        missing.append(f"{TOKENIZER_DIR}/tokenizer.json ({ROLES['tokenizer']})")
     files["tokenizer"] = tokenizer
     if dit_config is None and variant in (None, "tiny"):
-        missing.append(f"{CONFIG_FILE} ({_ROLES['config']}; or name the variant)")
+        missing.append(f"{CONFIG_FILE} ({ROLES['config']}; or name the variant)")
     if missing:
         what = f"Wan2.1 {variant} release" if variant else "Wan2.1 release"
         raise VidaxError(f"{folder} is not a complete {what} folder: missing "
@@ -353,15 +337,6 @@ def inspect_folder(folder: str | os.PathLike, variant: str | None = None) -> Rel
 
 
 # ----------------------------------------------------------------------------- inputs
-def parse_size(text: str) -> tuple[int, int]:
-    """``"WxH"`` (or the authors' ``"W*H"``) -> (width, height)."""
-    for sep in ("x", "*", "X"):
-        parts = text.split(sep)
-        if len(parts) == 2 and all(p.strip().isdigit() for p in parts):
-            return int(parts[0]), int(parts[1])
-    raise VidaxError(f"--size {text!r}: give the size as WIDTHxHEIGHT, e.g. 1280x720")
-
-
 def check_size(size: tuple[int, int], multiple: int = SIZE_MULTIPLE) -> tuple[int, int]:
     """Width and height must be positive multiples of ``multiple``: 16 here (VAE stride 8 x
     DiT patch 2); Wan2.2 TI2V-5B passes 32 (its VAE's stride 16)."""
@@ -385,37 +360,6 @@ def check_frames(frames: int) -> int:
                          f"because the VAE turns 4n+1 frames into n+1 latent frames; e.g. "
                          f"{lower} or {lower + 4}")
     return int(frames)
-
-
-def load_image(image) -> np.ndarray:
-    """An image as uint8 ``[H, W, 3]``: a path (read with Pillow, converted to RGB as the
-    authors' ``Image.open(...).convert("RGB")``), a PIL image, or a uint8 array."""
-    if isinstance(image, (str, os.PathLike)):
-        path = Path(image)
-        if not path.is_file():
-            raise VidaxError(f"{path}: no such image file")
-        try:
-            from PIL import Image
-        except ImportError as e:
-            raise VidaxError("reading images needs Pillow: pip install 'vidax[video]'") from e
-        try:
-            with Image.open(path) as img:
-                return np.asarray(img.convert("RGB"))
-        except OSError as e:
-            raise VidaxError(f"{path}: not a readable image ({e})") from e
-    if hasattr(image, "convert") and hasattr(image, "size"):  # a PIL image
-        return np.asarray(image.convert("RGB"))
-    array = np.asarray(image)
-    if array.dtype != np.uint8 or array.ndim != 3 or array.shape[-1] != 3:
-        raise VidaxError(f"an image must be a file, a PIL image or a uint8 [H, W, 3] array; "
-                         f"got {array.dtype} {list(array.shape)}")
-    return array
-
-
-def _to_unit_range(image: np.ndarray) -> np.ndarray:
-    """uint8 -> float32 in [-1, 1]: ``TF.to_tensor(img).sub_(0.5).div_(0.5)``."""
-    x = image.astype(np.float32) / np.float32(255)
-    return (x - np.float32(0.5)) / np.float32(0.5)
 
 
 def output_size_for_image(image_hw: tuple[int, int], max_area: int) -> tuple[int, int]:
@@ -566,17 +510,6 @@ class Request:
                 self.latent_channels)
 
 
-def _number(name: str, value, *, positive: bool = True) -> float:
-    try:
-        value = float(value)
-    except (TypeError, ValueError) as e:
-        raise VidaxError(f"{name} must be a number, got {value!r}") from e
-    if not math.isfinite(value) or (positive and value <= 0):
-        raise VidaxError(f"{name} must be a {'positive' if positive else 'finite'} number, "
-                         f"got {value!r}")
-    return value
-
-
 def make_request(task: str, variant: str, prompt: str, *, negative_prompt: str | None = None,
                  image=None, last_image=None, frames: int | None = None,
                  size: tuple[int, int] | str | None = None, steps: int | None = None,
@@ -601,14 +534,14 @@ def make_request(task: str, variant: str, prompt: str, *, negative_prompt: str |
     steps = d.steps if steps is None else steps
     if not isinstance(steps, (int, np.integer)) or steps < 1:
         raise VidaxError(f"steps must be a positive integer, got {steps!r}")
-    guidance_scale = _number("guidance_scale", d.guidance_scale if guidance_scale is None
+    guidance_scale = number("guidance_scale", d.guidance_scale if guidance_scale is None
                              else guidance_scale, positive=False)
-    shift = _number("shift", d.shift_for(size) if shift is None else shift)
+    shift = number("shift", d.shift_for(size) if shift is None else shift)
     sample_solver = sample_solver or d.sample_solver
     if sample_solver not in SAMPLE_SOLVERS:
         raise VidaxError(f"sample_solver must be one of {', '.join(SAMPLE_SOLVERS)}, got "
                          f"{sample_solver!r}")
-    fps = _number("fps", d.fps if fps is None else fps)
+    fps = number("fps", d.fps if fps is None else fps)
     if not isinstance(seed, (int, np.integer)) or seed < 0:
         raise VidaxError(f"seed must be a non-negative integer, got {seed!r}")
 
@@ -623,11 +556,11 @@ def make_request(task: str, variant: str, prompt: str, *, negative_prompt: str |
         raise VidaxError("an i2v release takes one image; --last-image needs an flf2v release")
     first = last = None
     if task != "t2v":
-        first = _to_unit_range(load_image(image))
+        first = to_unit_range(load_image(image))
         height, width = output_size_for_image(first.shape[:2], size[0] * size[1])
         size = (width, height)
         if task == "flf2v":
-            last = match_last_frame(first, _to_unit_range(load_image(last_image)))
+            last = match_last_frame(first, to_unit_range(load_image(last_image)))
     request = Request(task, prompt, negative_prompt or d.negative_prompt, frames, size,
                       int(steps), guidance_scale, shift, sample_solver, int(seed), fps,
                       image=first, last_image=last)
@@ -637,43 +570,6 @@ def make_request(task: str, variant: str, prompt: str, *, negative_prompt: str |
 
 
 # ----------------------------------------------------------------------------- progress
-class _Progress:
-    """Progress bars and one line per finished phase, on a rich console; silent without."""
-
-    def __init__(self, console):
-        self.console = console
-
-    def line(self, text: str) -> None:
-        if self.console is not None:
-            self.console.print(text, soft_wrap=True)  # paths stay whole, copy-pastable
-
-    @contextlib.contextmanager
-    def phase(self, description: str, total: int | None = None):
-        """Yields ``advance(n=1, total=None)``; prints ``description: done in X s`` at the
-        end."""
-        start = time.perf_counter()
-        if self.console is None or not self.console.is_terminal:
-            # no live bar into logs and pipes: the closing line alone
-            yield lambda n=1, total=None: None
-            self.line(f"{description}: done in {time.perf_counter() - start:.1f} s")
-            return
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn,
-                                   TextColumn, TimeElapsedColumn)
-
-        with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                      MofNCompleteColumn(), TimeElapsedColumn(), console=self.console,
-                      transient=True) as bar:
-            task = bar.add_task(description, total=total)
-
-            def advance(n=1, total=None):
-                if total is not None:
-                    bar.update(task, total=total)
-                bar.advance(task, n)
-
-            yield advance
-        self.line(f"{description}: done in {time.perf_counter() - start:.1f} s")
-
-
 # ----------------------------------------------------------------------------- jitted pieces
 @functools.partial(jax.jit, static_argnums=0)
 def _encode_text(graphdef, params, ids, mask):
@@ -727,7 +623,7 @@ class WanPipeline:
         self.precision = precision_policy(precision)
         self.dit, self.vae, self.text_encoder = dit, vae, text_encoder
         self.tokenizer, self.image_encoder, self.mesh = tokenizer, image_encoder, mesh
-        self._progress = _Progress(console)
+        self._progress = Progress(console)
 
     @property
     def defaults(self) -> TaskDefaults:
@@ -741,10 +637,10 @@ class WanPipeline:
         from vidax.text import Tokenizer
 
         policy = precision_policy(precision)
-        progress = _Progress(console)
+        progress = Progress(console)
         components = _COMPONENTS[release.task]
         for component in components:
-            _verify(component, release.files[component], release.configs[component])
+            verify_component(component, release.files[component], release.configs[component])
         progress.line(f"Wan2.1 {release.variant} ({release.task}) in {release.folder}: every "
                       f"component verified; loading with precision {policy.name}")
         models = {}
@@ -889,7 +785,7 @@ class WanPipeline:
 Pipeline = WanPipeline
 
 
-def _verify(component: str, path: Path, config, model_type: str = MODEL_TYPE) -> None:
+def verify_component(component: str, path: Path, config, model_type: str = MODEL_TYPE) -> None:
     """The component file's names and shapes against the model at ``config``; the same
     error as ``vidax.load``, before any weight of any component is read."""
     spec = registry.get(model_type, component)

@@ -57,14 +57,14 @@ from vidax import registry
 from vidax.errors import VidaxError
 from vidax.models.wan2_1.dit import WanDiTConfig
 from vidax.pipelines import wan2_1
-from vidax.pipelines.wan2_1 import (  # noqa: F401  (re-exported: the CLI's family API)
-    NEGATIVE_PROMPT,
-    TaskDefaults,
-    check_frames,
+from vidax.pipelines.common import (  # noqa: F401  (re-exported: the CLI's family API)
+    Progress,
     load_image,
-    noise_array,
+    number,
     parse_size,
+    to_unit_range,
 )
+from vidax.pipelines.wan2_1 import NEGATIVE_PROMPT, TaskDefaults, noise_array
 from vidax.schedulers import SAMPLE_SOLVERS
 from vidax.translator.mappings.wan2_2 import Wan22DiTConfigs
 
@@ -237,18 +237,18 @@ def inspect_folder(folder: str | os.PathLike, variant: str | None = None) -> Rel
 
     files = {}
     for key, where in dit_dirs.items():
-        files[key] = wan2_1._component_files(where, "dit", MODEL_TYPE)
+        files[key] = wan2_1.component_files(where, "dit", MODEL_TYPE)
         if files[key] is None:
             missing.append(f"{(where / 'diffusion_pytorch_model.safetensors').relative_to(folder)}"
                            " (the DiT)")
     for component in ("vae", "text_encoder"):
         spec, _ = _spec(task, component)
-        files[component] = wan2_1._component_files(folder, component, spec.model_type)
+        files[component] = wan2_1.component_files(folder, component, spec.model_type)
         if files[component] is None:
-            missing.append(f"{spec.files[-1]} ({wan2_1._ROLES[component]})")
+            missing.append(f"{spec.files[-1]} ({wan2_1.ROLES[component]})")
     tokenizer = folder / wan2_1.TOKENIZER_DIR
     if not (tokenizer / "tokenizer.json").is_file():
-        missing.append(f"{wan2_1.TOKENIZER_DIR}/tokenizer.json ({wan2_1._ROLES['tokenizer']})")
+        missing.append(f"{wan2_1.TOKENIZER_DIR}/tokenizer.json ({wan2_1.ROLES['tokenizer']})")
     files["tokenizer"] = tokenizer
     if missing:
         what = f"Wan2.2 {variant} release" if variant else "Wan2.2 release"
@@ -317,7 +317,7 @@ def ti2v_image(image: np.ndarray, max_area: int) -> np.ndarray:
     img = Image.fromarray(image).resize((round(iw * scale), round(ih * scale)), Image.LANCZOS)
     x1, y1 = (img.width - ow) // 2, (img.height - oh) // 2
     img = img.crop((x1, y1, x1 + ow, y1 + oh))
-    return wan2_1._to_unit_range(np.asarray(img))
+    return to_unit_range(np.asarray(img))
 
 
 @dataclass(frozen=True)
@@ -361,12 +361,12 @@ def make_request(task: str, variant: str, prompt: str, *, negative_prompt: str |
             raise VidaxError(f"guidance_scale {guidance_scale!r}: a (low-noise, high-noise) "
                              "pair is for the A14B releases; TI2V-5B takes one number")
         guidance_scale, high = guidance_scale
-        high = wan2_1._number("guidance_scale (high-noise)", high, positive=False)
+        high = number("guidance_scale (high-noise)", high, positive=False)
     elif guidance_scale is not None:
         high = guidance_scale
     if task != "ti2v":
         high = d.guidance_scale_high if high is None else high
-        boundary = wan2_1._number("boundary", d.boundary if boundary is None else boundary)
+        boundary = number("boundary", d.boundary if boundary is None else boundary)
     elif boundary is not None:
         raise VidaxError("boundary is for the two-expert A14B releases; TI2V-5B has one DiT")
     ti2v = task == "ti2v"
@@ -389,7 +389,7 @@ def make_request(task: str, variant: str, prompt: str, *, negative_prompt: str |
             first = ti2v_image(pixels, size[0] * size[1])
             size = (first.shape[1], first.shape[0])
         else:
-            first = wan2_1._to_unit_range(pixels)
+            first = to_unit_range(pixels)
             height, width = wan2_1.output_size_for_image(first.shape[:2], size[0] * size[1])
             size = (width, height)
     request = Request(**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)},
@@ -517,10 +517,10 @@ class Wan22Pipeline(wan2_1.WanPipeline):
             raise VidaxError(f"expert_policy must be one of {', '.join(EXPERT_POLICIES)}, got "
                              f"{expert_policy!r}")
         policy = wan2_1.precision_policy(precision)
-        progress = wan2_1._Progress(console)
+        progress = Progress(console)
         parts = release.parts()
         for key, component in parts:
-            wan2_1._verify(component, release.files[key], release.configs[key],
+            wan2_1.verify_component(component, release.files[key], release.configs[key],
                            _spec(release.task, component)[0].model_type)
         progress.line(f"Wan2.2 {release.variant} ({release.task}) in {release.folder}: every "
                       f"component verified; loading with precision {policy.name}")
