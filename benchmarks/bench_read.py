@@ -10,7 +10,9 @@ reader in a fresh subprocess and prints a table:
   turn every tensor into a materialised numpy array (a real copy, so every byte is read), GB/s
   from the best run, and the throughput ratio against the two baselines
   (``safetensors.numpy.load_file``; ``torch.load(mmap=True)`` plus a ``.numpy()`` copy of each
-  tensor): > 1 is faster than the baseline;
+  tensor): > 1 is faster than the baseline; and the least CPU time (user + system, the memory
+  sampler's thread excluded) any run took, which other processes on a shared machine disturb
+  far less than wall time;
 * peak RssAnon and peak RssFile above the child's baseline, sampled from /proc/self/status every
   millisecond by a thread (and once more when the reader returns, while its arrays are still
   alive). RssAnon is private memory (the copies); RssFile counts pages of the memory-mapped file
@@ -196,6 +198,7 @@ class PeakSampler:
     def _run(self) -> None:
         while not self._stop.wait(0.001):
             self.sample()
+        self.cpu_seconds = time.thread_time()  # this thread's own CPU, not the reader's
 
     def stop(self) -> None:
         self._stop.set()
@@ -210,13 +213,15 @@ def run_child(name: str, files: Files) -> dict:
         importlib.import_module(module)
     base_anon, base_file = _status_kib("RssAnon", "RssFile")
     sampler = PeakSampler()
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     kept = reader.load(files)
     seconds = time.perf_counter() - start
     sampler.stop()  # a last sample while ``kept`` is still alive
+    cpu = time.process_time() - start_cpu - sampler.cpu_seconds
     del kept
     return {
         "seconds": seconds,
+        "cpu_seconds": cpu,
         "peak_anon_mib": (sampler.peak_anon - base_anon) / 1024,
         "peak_file_mib": (sampler.peak_file - base_file) / 1024,
     }
@@ -340,7 +345,8 @@ def main() -> None:
         f"average {os.getloadavg()[0]:.2f} at start; "
         f"{versions()}.\nPage cache {cache}; each run in a fresh process, {args.repeat} rounds of "
         "every reader; memory = peak above the process's baseline, sampled from /proc/self/status "
-        "every 1 ms; GB/s from the best run; xNAME = this reader's throughput / NAME's.\n"
+        "every 1 ms; GB/s from the best run; xNAME = this reader's throughput / NAME's; CPU s = "
+        "the least user + system time of any run.\n"
     )
     # Rounds: each runs every reader once, so a burst of load from other processes on a shared
     # machine falls on all readers alike rather than on one reader's every run.
@@ -354,12 +360,13 @@ def main() -> None:
         name: (
             min(done, key=lambda r: r["seconds"]),
             float(np.median([r["seconds"] for r in done])),
+            min(r["cpu_seconds"] for r in done),
         )
         for name, done in runs.items()
     }
 
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
-    header = ["reader", "best s", "median s", "GB/s", *(f"x{b}" for b in BASELINES)]
+    header = ["reader", "best s", "median s", "CPU s", "GB/s", *(f"x{b}" for b in BASELINES)]
     header += ["RssAnon MiB", "RssFile MiB", "what"]
     print("\n| " + " | ".join(header) + " |")
     print(
@@ -367,7 +374,7 @@ def main() -> None:
         + "|".join("---" if i in (0, len(header) - 1) else "---:" for i in range(len(header)))
         + "|"
     )
-    for name, (best, median) in results.items():
+    for name, (best, median, cpu) in results.items():
         ratios = [
             f"{results[b][0]['seconds'] / best['seconds']:.2f}" if b in results else "-"
             for b in BASELINES
@@ -376,6 +383,7 @@ def main() -> None:
             name,
             f"{best['seconds']:.2f}",
             f"{median:.2f}",
+            f"{cpu:.2f}",
             f"{total / 1e9 / best['seconds']:.2f}",
             *ratios,
             f"{best['peak_anon_mib']:.0f}",
