@@ -210,6 +210,21 @@ T5_ENCODER = PartitionRules(
 )
 
 #: For components without a table: FSDP over the largest divisible dimension only.
+#: vidax.models.ltx_video.dit.LTXVideoDiT: LTX-Video 0.9.8 (2B, 13B). Its q/k RMSNorms span
+#: all heads, like Wan's, so their scales follow the columns.
+LTX_VIDEO_DIT = PartitionRules(
+    name="ltx_video_dit",
+    rules=(
+        (r"transformer_blocks\.\d+\.attn[12]\.(to_q|to_k|to_v)\.kernel", _COL),
+        (r"transformer_blocks\.\d+\.attn[12]\.(to_q|to_k|to_v)\.bias", _VEC),
+        (r"transformer_blocks\.\d+\.attn[12]\.(q_norm|k_norm)\.scale", _VEC),
+        (r"transformer_blocks\.\d+\.attn[12]\.to_out\.kernel", _ROW),
+        (r"transformer_blocks\.\d+\.ff\.proj_in\.kernel", _COL),
+        (r"transformer_blocks\.\d+\.ff\.proj_in\.bias", _VEC),
+        (r"transformer_blocks\.\d+\.ff\.proj_out\.kernel", _ROW),
+    ),
+)
+
 DEFAULT = PartitionRules(name="default")
 
 # Keyed by the model class ("module:Class", as the registry names it): the rules speak of
@@ -219,6 +234,7 @@ DEFAULT = PartitionRules(name="default")
 _RULES: dict[str, PartitionRules] = {
     "vidax.models.wan2_1.dit:WanDiT": WAN_DIT,
     "vidax.models.t5:T5Encoder": T5_ENCODER,
+    "vidax.models.ltx_video.dit:LTXVideoDiT": LTX_VIDEO_DIT,
 }
 
 
