@@ -97,19 +97,22 @@ def vidax_stream(files: Files) -> object:
 
 
 def _vidax_translate(path: str) -> None:
-    """Read + translate through the Wan DiT mapper, one target alive at a time.
-
-    ``np.array(..., order="C")`` always copies; ``np.ascontiguousarray`` would hand an already
-    contiguous view of the map back uncopied (biases, norms, every 1-D tensor), touching none of
-    its pages, and so time less than placement costs.
+    """Read + translate through the Wan DiT mapper, one target alive at a time, each made
+    contiguous as ``vidax.load`` does before placement (``converter.contiguous``: a tiled copy
+    of transposed kernels). A view that is already contiguous (biases, norms) is then copied
+    with ``np.array`` so its pages are really read, as placement would read them.
     """
+    from vidax.translator import converter
     from vidax.translator.io import open_checkpoint
     from vidax.translator.mappings.wan2_1 import DIT
 
     with open_checkpoint(path) as ckpt:
         plan = DIT.plan(ckpt)
         for target in plan.targets.values():
-            np.array(target.materialize(ckpt), order="C")
+            view = target.materialize(ckpt)
+            out = converter.contiguous(view)
+            if out is view:
+                np.array(view)
 
 
 def vidax_translate(files: Files) -> object:

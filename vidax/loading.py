@@ -159,7 +159,8 @@ def load_with_report(model_type: str, component: str, checkpoint, *,
         for done, ((path, var), name) in enumerate(zip(flat, names), 1):
             target = plan.targets[name]
             if shardings is None:
-                array = jax.device_put(np.asarray(target.materialize(view, dtype=dtype)))
+                array = jax.device_put(converter.contiguous(
+                    np.asarray(target.materialize(view, dtype=dtype))))
             else:
                 array = place(target, view, shardings[name], dtype=dtype)
             leaves.append((path, var.replace(array)))
@@ -220,7 +221,7 @@ class _BlockReader:
         array = self._read_sources(stored)
         if t.scale is not None:
             array = self._dequantize(array, stored)
-        array = converter.convert(array, t.layout)
+        array = converter.contiguous(converter.convert(array, t.layout))
         want = _out_dtype(t, self.dtype)
         return array if array.dtype == want else array.astype(want)
 

@@ -113,3 +113,15 @@ def test_convert_is_a_view():
     w = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     out = converter.convert(w, "conv")
     assert np.shares_memory(out, w)
+
+
+@pytest.mark.parametrize("shape,layout", [((1536, 640), "linear"), ((700, 513), "linear"),
+                                          ((8, 4, 1, 2, 2), "conv"), ((5,), "none")])
+def test_contiguous_copy_of_a_layout_view(shape, layout):
+    w = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    view = converter.convert(w, layout)
+    out = converter.contiguous(view)
+    assert out.flags.c_contiguous
+    np.testing.assert_array_equal(out, view)
+    if layout == "none":
+        assert out is view
