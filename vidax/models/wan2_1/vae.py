@@ -333,7 +333,45 @@ class ChunkedVideoVAE(nnx.Module):
     ``temporal_stride``, ``z_dim``, ``latents_mean``, ``latents_std``)."""
 
     NAME = "VAE"
+    ENCODER: type = None   # the encoder / decoder modules of the subclass
+    DECODER: type = None
 
+    def __init__(self, config, *, keys: KeyGen | int = 0, param_dtype=jnp.float32):
+        if not isinstance(keys, KeyGen):
+            keys = KeyGen(keys)
+        cfg = self.config = config
+        kw = {"keys": keys, "param_dtype": param_dtype}
+        self.encoder = self.ENCODER(cfg, **kw)
+        self.conv1 = CausalConv3d(2 * cfg.z_dim, 2 * cfg.z_dim, 1, **kw)
+        self.conv2 = CausalConv3d(cfg.z_dim, cfg.z_dim, 1, **kw)
+        self.decoder = self.DECODER(cfg, **kw)
+
+    def pack(self, x: jax.Array) -> jax.Array:
+        """Pixels -> the encoder's input (Wan2.2 patchifies 2x2 pixels into channels)."""
+        return x
+
+    def unpack(self, x: jax.Array) -> jax.Array:
+        """The decoder's output -> pixels."""
+        return x
+
+    # ----------------------------------------------------------------------------- per chunk
+    def encode_chunk(self, x: jax.Array, cache: tuple[jax.Array, ...] | None
+                     ) -> tuple[jax.Array, jax.Array, tuple[jax.Array, ...]]:
+        """One encoder chunk (the first frame, or 4 frames): ``(mu, log_var, cache)``, the
+        moments unnormalised, one latent frame."""
+        chunk_cache = ChunkCache(cache)
+        out = self.conv1(self.encoder(self.pack(x), chunk_cache))
+        mu, log_var = jnp.split(out, 2, axis=-1)
+        return mu, log_var, chunk_cache.result()
+
+    def decode_chunk(self, z: jax.Array, cache: tuple[jax.Array, ...] | None
+                     ) -> tuple[jax.Array, tuple[jax.Array, ...]]:
+        """One decoder chunk: one unnormalised latent frame -> 1 (first) or 4 video frames."""
+        chunk_cache = ChunkCache(cache)
+        x = self.unpack(self.decoder(self.conv2(z), chunk_cache))
+        return x, chunk_cache.result()
+
+    # ----------------------------------------------------------------------------- whole videos
     def _statistics(self) -> tuple[np.ndarray, np.ndarray]:
         """(mean, 1/std) in float32, as the authors' wrapper computes its ``scale``."""
         mean = np.asarray(self.config.latents_mean, np.float32)
@@ -409,33 +447,13 @@ class WanVAE(ChunkedVideoVAE):
     """
 
     NAME = "Wan2.1 VAE"
+    ENCODER = Encoder3d
+    DECODER = Decoder3d
 
     def __init__(self, config: WanVAEConfig, *, keys: KeyGen | int = 0,
                  param_dtype=jnp.float32):
-        if not isinstance(keys, KeyGen):
-            keys = KeyGen(keys)
-        cfg = self.config = config
-        kw = {"keys": keys, "param_dtype": param_dtype}
-        self.encoder = Encoder3d(cfg, **kw)
-        self.conv1 = CausalConv3d(2 * cfg.z_dim, 2 * cfg.z_dim, 1, **kw)
-        self.conv2 = CausalConv3d(cfg.z_dim, cfg.z_dim, 1, **kw)
-        self.decoder = Decoder3d(cfg, **kw)
+        super().__init__(config, keys=keys, param_dtype=param_dtype)
 
-    # ----------------------------------------------------------------------------- per chunk
-    def encode_chunk(self, x: jax.Array, cache: tuple[jax.Array, ...] | None
-                     ) -> tuple[jax.Array, jax.Array, tuple[jax.Array, ...]]:
-        """One encoder chunk (the first frame, or 4 frames): ``(mu, log_var, cache)``, the
-        moments unnormalised, one latent frame."""
-        chunk_cache = ChunkCache(cache)
-        mu, log_var = jnp.split(self.conv1(self.encoder(x, chunk_cache)), 2, axis=-1)
-        return mu, log_var, chunk_cache.result()
-
-    def decode_chunk(self, z: jax.Array, cache: tuple[jax.Array, ...] | None
-                     ) -> tuple[jax.Array, tuple[jax.Array, ...]]:
-        """One decoder chunk: one unnormalised latent frame -> 1 (first) or 4 video frames."""
-        chunk_cache = ChunkCache(cache)
-        x = self.decoder(self.conv2(z), chunk_cache)
-        return x, chunk_cache.result()
 
 # One jitted function per direction; the cache pytree (None on the first chunk) selects the
 # compiled program, so a video compiles two programs per direction and chunk shape. The cache

@@ -322,38 +322,23 @@ class Decoder3d(nnx.Module):
 
 class Wan22VAE(wan21.ChunkedVideoVAE):
     """The Wan2.2 VAE (vae2_2 ``WanVAE_``) in Flax NNX: channels-last video, chunked, jitted
-    per chunk.
+    per chunk; 2x2 pixels patchified into channels before the encoder and back after the
+    decoder.
 
     Use :meth:`encode` and :meth:`decode`; :meth:`encode_chunk` / :meth:`decode_chunk` are
     the per-chunk computations they jit.
     """
 
     NAME = "Wan2.2 VAE"
+    ENCODER = Encoder3d
+    DECODER = Decoder3d
 
     def __init__(self, config: Wan22VAEConfig, *, keys: KeyGen | int = 0,
                  param_dtype=jnp.float32):
-        if not isinstance(keys, KeyGen):
-            keys = KeyGen(keys)
-        cfg = self.config = config
-        kw = {"keys": keys, "param_dtype": param_dtype}
-        self.encoder = Encoder3d(cfg, **kw)
-        self.conv1 = CausalConv3d(2 * cfg.z_dim, 2 * cfg.z_dim, 1, **kw)
-        self.conv2 = CausalConv3d(cfg.z_dim, cfg.z_dim, 1, **kw)
-        self.decoder = Decoder3d(cfg, **kw)
+        super().__init__(config, keys=keys, param_dtype=param_dtype)
 
-    # ----------------------------------------------------------------------------- per chunk
-    def encode_chunk(self, x: jax.Array, cache: tuple[jax.Array, ...] | None
-                     ) -> tuple[jax.Array, jax.Array, tuple[jax.Array, ...]]:
-        """One encoder chunk of video frames (the first frame, or 4 frames): ``(mu, log_var,
-        cache)``, the moments unnormalised, one latent frame."""
-        chunk_cache = ChunkCache(cache)
-        out = self.conv1(self.encoder(patchify(x), chunk_cache))
-        mu, log_var = jnp.split(out, 2, axis=-1)
-        return mu, log_var, chunk_cache.result()
+    def pack(self, x: jax.Array) -> jax.Array:
+        return patchify(x)
 
-    def decode_chunk(self, z: jax.Array, cache: tuple[jax.Array, ...] | None
-                     ) -> tuple[jax.Array, tuple[jax.Array, ...]]:
-        """One decoder chunk: one unnormalised latent frame -> 1 (first) or 4 video frames."""
-        chunk_cache = ChunkCache(cache)
-        x = unpatchify(self.decoder(self.conv2(z), chunk_cache))
-        return x, chunk_cache.result()
+    def unpack(self, x: jax.Array) -> jax.Array:
+        return unpatchify(x)
