@@ -40,6 +40,7 @@ import torch
 from flax import nnx
 
 import vidax
+from tests.parity import compare
 from tests.reference import ltx_video as ref
 from vidax import registry
 from vidax.errors import VerificationError, VidaxError
@@ -52,7 +53,6 @@ from vidax.translator.mapping import TensorInfo
 jax.config.update("jax_default_matmul_precision", "highest")
 # The authors' SymmetricPatchifier calls torch.meshgrid without indexing= (torch warns).
 pytestmark = pytest.mark.filterwarnings("ignore:torch.meshgrid:UserWarning")
-REL_TOL = 1e-4
 FRAME_RATE = 24.0            # 1/24 is inexact in float32: the division is exercised
 BATCH, FRAMES, HEIGHT, WIDTH = 2, 3, 4, 6          # latent grid; 72 tokens
 TEXT_LEN, TEXT_LENS = 8, (5, 8)
@@ -107,20 +107,6 @@ def _randomize(named_params, gen: torch.Generator) -> None:
                 p.copy_(1 + 0.2 * noise)
             else:                                          # biases
                 p.copy_(0.1 * noise)
-
-
-def _compare(name: str, out, ref_out, record_property) -> dict[str, float]:
-    out, ref_out = np.asarray(out), np.asarray(ref_out)
-    assert out.shape == ref_out.shape, (out.shape, ref_out.shape)
-    stats = {"max_abs_diff": float(np.abs(out - ref_out).max()), "ref_std": float(ref_out.std()),
-             "corr": float(np.corrcoef(out.ravel(), ref_out.ravel())[0, 1])}
-    stats["bound"] = REL_TOL * stats["ref_std"]
-    stats["rel"] = stats["max_abs_diff"] / stats["ref_std"]
-    print(f"{name}: max|diff| {stats['max_abs_diff']:.3e} ({stats['rel']:.2e} x std), "
-          f"std(ref) {stats['ref_std']:.4f}, bound {stats['bound']:.3e}, "
-          f"corr {stats['corr']:.9f}")
-    record_property(name, stats)
-    return stats
 
 
 def _swapped(path: Path, out: Path, *pairs: tuple[str, str]) -> Path:
@@ -230,7 +216,7 @@ def dit_case(release):
 def test_dit_matches_authors(dit_case, record_property):
     path, inputs, expected = dit_case
     model = vidax.load("ltx_video", "dit", path)
-    stats = _compare("dit", _dit_vidax(model, inputs, SKIP_MASK, "attention_values"), expected,
+    stats = compare("dit", _dit_vidax(model, inputs, SKIP_MASK, "attention_values"), expected,
                      record_property)
     assert stats["max_abs_diff"] <= stats["bound"], stats
 
@@ -241,7 +227,7 @@ def test_dit_skip_layer_strategies_match_authors(release, strategy, record_prope
     inputs = _dit_inputs(2, per_token=False)
     expected = _dit_reference(ref_dit, ref_vae, inputs, SKIP_MASK, strategy)
     out = _dit_vidax(vidax.load("ltx_video", "dit", path), inputs, SKIP_MASK, strategy)
-    stats = _compare(f"dit_{strategy}", out, expected, record_property)
+    stats = compare(f"dit_{strategy}", out, expected, record_property)
     assert stats["max_abs_diff"] <= stats["bound"], stats
 
 
@@ -252,7 +238,7 @@ def test_dit_negative_control_swapped_q_k(dit_case, tmp_path, record_property):
                    (block + "to_q.weight", block + "to_k.weight"),
                    (block + "to_q.bias", block + "to_k.bias"))
     out = _dit_vidax(vidax.load("ltx_video", "dit", bad), inputs, SKIP_MASK, "attention_values")
-    stats = _compare("dit_negative", out, expected, record_property)
+    stats = compare("dit_negative", out, expected, record_property)
     assert stats["max_abs_diff"] > stats["bound"], stats
 
 
@@ -283,7 +269,7 @@ def test_vae_encode_matches_authors(encode_case, record_property):
     out_mean, out_normalized = _encode_vidax(path, video)
     for name, out, expected in (("vae_encode", out_mean, mean),
                                 ("vae_encode_normalized", out_normalized, normalized)):
-        stats = _compare(name, out, expected, record_property)
+        stats = compare(name, out, expected, record_property)
         assert stats["max_abs_diff"] <= stats["bound"], stats
 
 
@@ -292,7 +278,7 @@ def test_vae_encode_negative_control_swapped_convs(encode_case, tmp_path, record
     block = "vae.encoder.down_blocks.2.res_blocks.0."
     bad = _swapped(path, tmp_path / "swapped.safetensors",
                    (block + "conv1.conv.weight", block + "conv2.conv.weight"))
-    stats = _compare("vae_encode_negative", _encode_vidax(bad, video)[0], mean, record_property)
+    stats = compare("vae_encode_negative", _encode_vidax(bad, video)[0], mean, record_property)
     assert stats["max_abs_diff"] > stats["bound"], stats
 
 
@@ -328,7 +314,7 @@ def _decode_vidax(path, latents, noise, timestep):
 def test_vae_decode_matches_authors(decode_case, record_property):
     path, latents, noise, timestep, expected = decode_case
     assert expected.shape == VIDEO
-    stats = _compare("vae_decode", _decode_vidax(path, latents, noise, timestep), expected,
+    stats = compare("vae_decode", _decode_vidax(path, latents, noise, timestep), expected,
                      record_property)
     assert stats["max_abs_diff"] <= stats["bound"], stats
 
@@ -338,7 +324,7 @@ def test_vae_decode_negative_control_swapped_statistics(decode_case, tmp_path, r
     bad = _swapped(path, tmp_path / "swapped.safetensors",
                    ("vae.per_channel_statistics.mean-of-means",
                     "vae.per_channel_statistics.std-of-means"))
-    stats = _compare("vae_decode_negative", _decode_vidax(bad, latents, noise, timestep),
+    stats = compare("vae_decode_negative", _decode_vidax(bad, latents, noise, timestep),
                      expected, record_property)
     assert stats["max_abs_diff"] > stats["bound"], stats
 
@@ -367,12 +353,12 @@ def test_upsampler_matches_authors(temporal, tmp_path, record_property):
     loaded = vidax.load("ltx_video", "upsampler", path)
     assert loaded.config == cfg
     name = "upsampler_" + ("temporal" if temporal else "spatial")
-    stats = _compare(name, _run_upsampler(loaded, latents), expected, record_property)
+    stats = compare(name, _run_upsampler(loaded, latents), expected, record_property)
     assert stats["max_abs_diff"] <= stats["bound"], stats
 
     bad = _swapped(path, tmp_path / "swapped.safetensors",
                    ("res_blocks.0.conv1.weight", "res_blocks.0.conv2.weight"))
-    stats = _compare(name + "_negative",
+    stats = compare(name + "_negative",
                      _run_upsampler(vidax.load("ltx_video", "upsampler", bad), latents),
                      expected, record_property)
     assert stats["max_abs_diff"] > stats["bound"], stats

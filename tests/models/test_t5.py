@@ -42,6 +42,7 @@ import torch  # noqa: E402
 from flax import nnx  # noqa: E402
 
 import vidax  # noqa: E402
+from tests.parity import compare
 from tests.reference import wan22  # noqa: E402
 from vidax import manifests  # noqa: E402
 from vidax.errors import VidaxError  # noqa: E402
@@ -51,7 +52,6 @@ from vidax.models.t5 import (T5Config, T5Encoder, fp16_clamp,  # noqa: E402
 from vidax.text import Tokenizer, clean_whitespace  # noqa: E402
 
 jax.config.update("jax_default_matmul_precision", "highest")
-REL_TOL = 1e-4
 SEQ_LEN = 160
 FILE_NAME = "models_t5_umt5-xxl-enc-bf16.pth"
 
@@ -195,18 +195,6 @@ def _randomize(model: torch.nn.Module, seed: int) -> None:
                 p.copy_(noise / p.shape[1] ** 0.5)
 
 
-def _compare(name: str, out: np.ndarray, ref: np.ndarray, record_property) -> dict[str, float]:
-    assert out.shape == ref.shape, (out.shape, ref.shape)
-    stats = {"max_abs_diff": float(np.abs(out - ref).max()), "ref_std": float(ref.std()),
-             "corr": float(np.corrcoef(out.ravel(), ref.ravel())[0, 1])}
-    stats["bound"] = REL_TOL * stats["ref_std"]
-    print(f"{name}: max|diff| {stats['max_abs_diff']:.3e}, std(ref) {stats['ref_std']:.4f}, "
-          f"bound {stats['bound']:.3e}, ratio {stats['max_abs_diff'] / stats['ref_std']:.2e}, "
-          f"corr {stats['corr']:.9f}")
-    record_property(name, stats)
-    return stats
-
-
 @nnx.jit
 def _run(model, ids, mask):
     return model(ids, mask)
@@ -242,12 +230,12 @@ def test_umt5_matches_authors(umt5_case, record_property):
     cfg, _, path, tokens, ref = umt5_case
     out = _vidax_output(path, cfg, tokens)
     valid = tokens.mask.astype(bool)
-    stats = _compare("umt5_valid", out[valid], ref[valid], record_property)
+    stats = compare("umt5_valid", out[valid], ref[valid], record_property)
     assert stats["max_abs_diff"] <= stats["bound"], stats
     # Padded positions: computed the same way (queries attend to the valid keys only).
-    pad = _compare("umt5_padded", out[~valid], ref[~valid], record_property)
+    pad = compare("umt5_padded", out[~valid], ref[~valid], record_property)
     assert pad["max_abs_diff"] <= stats["bound"], pad
-    _compare("umt5_all", out, ref, record_property)
+    compare("umt5_all", out, ref, record_property)
 
 
 def test_umt5_negative_control_swapped_q_k(umt5_case, tmp_path, record_property):
@@ -258,7 +246,7 @@ def test_umt5_negative_control_swapped_q_k(umt5_case, tmp_path, record_property)
     bad = tmp_path / FILE_NAME
     torch.save(state, bad)
     valid = tokens.mask.astype(bool)
-    stats = _compare("umt5_negative", _vidax_output(bad, cfg, tokens)[valid], ref[valid],
+    stats = compare("umt5_negative", _vidax_output(bad, cfg, tokens)[valid], ref[valid],
                      record_property)
     assert stats["max_abs_diff"] > stats["bound"], stats
 
@@ -276,7 +264,7 @@ def test_umt5_bfloat16_file(umt5_case, tmp_path, record_property):
     rounded = _authors_encoder(cfg)
     rounded.load_state_dict({k: v.float() for k, v in bf16.items()})
     ref32 = _authors_output(rounded, tokens)
-    stats = _compare("umt5_bf16_file_fp32", _vidax_output(path, cfg, tokens, jnp.float32)[valid],
+    stats = compare("umt5_bf16_file_fp32", _vidax_output(path, cfg, tokens, jnp.float32)[valid],
                      ref32[valid], record_property)
     assert stats["max_abs_diff"] <= stats["bound"], stats
 
@@ -291,7 +279,7 @@ def test_umt5_bfloat16_file(umt5_case, tmp_path, record_property):
     # own (measured: mean |bf16 - fp32| 7.5e-3 vidax, 8.0e-3 authors).
     out16 = np.asarray(out, np.float32)[valid]
     ref16 = _authors_output(rounded.to(torch.bfloat16), tokens)[valid]
-    stats = _compare("umt5_bf16_compute", out16, ref16, record_property)
+    stats = compare("umt5_bf16_compute", out16, ref16, record_property)
     assert stats["corr"] > 0.999, stats
     err_vidax, err_authors = (float(np.abs(o - ref32[valid]).mean()) for o in (out16, ref16))
     print(f"mean |bf16 - fp32|: vidax {err_vidax:.3e}, authors {err_authors:.3e}")
@@ -308,7 +296,7 @@ def test_shared_position_bias_matches_authors(tmp_path, tokenizer_folder, record
     torch.save(model.state_dict(), path)
     tokens = _vidax_tokens(tokenizer_folder, SEQ_LEN)
     valid = tokens.mask.astype(bool)
-    stats = _compare("shared_pos", _vidax_output(path, cfg, tokens)[valid],
+    stats = compare("shared_pos", _vidax_output(path, cfg, tokens)[valid],
                      _authors_output(model, tokens)[valid], record_property)
     assert stats["max_abs_diff"] <= stats["bound"], stats
 

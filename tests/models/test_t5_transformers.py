@@ -39,13 +39,13 @@ import safetensors.numpy  # noqa: E402
 import torch  # noqa: E402
 
 import vidax  # noqa: E402
+from tests.parity import compare
 from vidax.loading import verify_manifest  # noqa: E402
 from vidax.manifests import all_manifests, get_manifest  # noqa: E402
 from vidax.models.t5 import T5Config  # noqa: E402
 from vidax.text import Tokenizer  # noqa: E402
 
 jax.config.update("jax_default_matmul_precision", "highest")
-REL_TOL = 1e-4
 SEQ_LEN = 140
 PROMPTS = (
     "A cat runs across the field at sunset",
@@ -115,18 +115,6 @@ def _vidax_output(path: Path, config: T5Config, tokens) -> np.ndarray:
     return np.asarray(model(tokens.input_ids.numpy(), tokens.attention_mask.numpy()))
 
 
-def _compare(name, out, expected, record_property) -> dict[str, float]:
-    stats = {"max_abs_diff": float(np.abs(out - expected).max()),
-             "ref_std": float(expected.std()),
-             "corr": float(np.corrcoef(out.ravel(), expected.ravel())[0, 1])}
-    stats["bound"] = REL_TOL * stats["ref_std"]
-    print(f"{name}: max|diff| {stats['max_abs_diff']:.3e} "
-          f"({stats['max_abs_diff'] / stats['ref_std']:.2e} x std), bound {stats['bound']:.3e}, "
-          f"corr {stats['corr']:.9f}")
-    record_property(name, stats)
-    return stats
-
-
 def test_saved_file_is_the_released_layout(t5_case):
     _, path, config, _, _ = t5_case
     keys = set(safetensors.numpy.load_file(path))
@@ -148,7 +136,7 @@ def test_vidax_tokenizer_matches_transformers(t5_case):
 
 def test_encoder_matches_transformers(t5_case, record_property):
     _, path, config, tokens, expected = t5_case
-    stats = _compare("t5", _vidax_output(path, config, tokens), expected, record_property)
+    stats = compare("t5", _vidax_output(path, config, tokens), expected, record_property)
     assert stats["max_abs_diff"] <= stats["bound"], stats
 
 
@@ -159,7 +147,7 @@ def test_encoder_negative_control_swapped_q_k(t5_case, tmp_path, record_property
     tensors[q], tensors[k] = tensors[k], tensors[q]
     bad = tmp_path / "model.safetensors"
     safetensors.numpy.save_file(tensors, bad)
-    stats = _compare("t5_negative", _vidax_output(bad, config, tokens), expected, record_property)
+    stats = compare("t5_negative", _vidax_output(bad, config, tokens), expected, record_property)
     assert stats["max_abs_diff"] > stats["bound"], stats
 
 

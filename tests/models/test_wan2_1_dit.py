@@ -34,6 +34,7 @@ import torch
 from flax import nnx
 
 import vidax
+from tests.parity import compare
 from tests.reference import wan22
 from vidax.loading import verify_manifest
 from vidax.manifests import get_manifest
@@ -43,7 +44,6 @@ from vidax.models.wan2_1.dit import CLIP_DIM, CLIP_TOKENS, WanDiT, WanDiTConfig
 jax.config.update("jax_default_matmul_precision", "highest")
 # The authors' torch.amp.autocast("cuda") blocks warn on a CPU build (see tests/reference/wan22.py).
 pytestmark = pytest.mark.filterwarnings("ignore:CUDA is not available:UserWarning")
-REL_TOL = 1e-4
 BATCH, FRAMES, HEIGHT, WIDTH = 2, 3, 8, 12  # latent size; tokens 3 x 4 x 6
 TEXT_LENS = (7, 12)
 TIMESTEPS = (937.0, 121.5)
@@ -99,17 +99,6 @@ def _inputs(cfg: WanDiTConfig, seed: int) -> dict[str, np.ndarray]:
     return inputs
 
 
-def _compare(name: str, out: np.ndarray, ref: np.ndarray, record_property) -> dict[str, float]:
-    assert out.shape == ref.shape, (out.shape, ref.shape)
-    stats = {"max_abs_diff": float(np.abs(out - ref).max()), "ref_std": float(ref.std()),
-             "corr": float(np.corrcoef(out.ravel(), ref.ravel())[0, 1])}
-    stats["bound"] = REL_TOL * stats["ref_std"]
-    print(f"{name}: max|diff| {stats['max_abs_diff']:.3e}, std(ref) {stats['ref_std']:.4f}, "
-          f"bound {stats['bound']:.3e}, corr {stats['corr']:.9f}")
-    record_property(name, stats)
-    return stats
-
-
 def _swapped(path: Path, out: Path, a: str, b: str) -> Path:
     """A copy of the file with tensors ``a`` and ``b`` exchanged."""
     tensors = safetensors.numpy.load_file(path)
@@ -149,7 +138,7 @@ def t2v_case(tmp_path_factory):
 
 def test_t2v_matches_authors(t2v_case, record_property):
     cfg, path, inputs, ref = t2v_case
-    stats = _compare("t2v", _vidax_output(path, cfg, inputs), ref, record_property)
+    stats = compare("t2v", _vidax_output(path, cfg, inputs), ref, record_property)
     assert stats["max_abs_diff"] <= stats["bound"], stats
 
 
@@ -158,7 +147,7 @@ def test_t2v_negative_control_swapped_q_k(t2v_case, tmp_path, record_property):
     bad = tmp_path / "swapped.safetensors"
     _swapped(path, bad, "blocks.1.self_attn.q.weight", "blocks.1.self_attn.k.weight")
     _swapped(bad, bad, "blocks.1.self_attn.q.bias", "blocks.1.self_attn.k.bias")
-    stats = _compare("t2v_negative", _vidax_output(bad, cfg, inputs), ref, record_property)
+    stats = compare("t2v_negative", _vidax_output(bad, cfg, inputs), ref, record_property)
     assert stats["max_abs_diff"] > stats["bound"], stats
 
 
@@ -244,7 +233,7 @@ def test_image_branch_matches_diffusers(model_type, tmp_path, record_property):
     inputs = _inputs(cfg, seed=3)
     ref = _diffusers_output(_diffusers_model(cfg, authors_state), cfg, inputs)
 
-    stats = _compare(model_type, _vidax_output(path, cfg, inputs), ref, record_property)
+    stats = compare(model_type, _vidax_output(path, cfg, inputs), ref, record_property)
     assert stats["max_abs_diff"] <= stats["bound"], stats
 
     bad = tmp_path / "negative.safetensors"
@@ -254,7 +243,7 @@ def test_image_branch_matches_diffusers(model_type, tmp_path, record_property):
         tensors = safetensors.numpy.load_file(path)
         tensors["img_emb.emb_pos"] = np.roll(tensors["img_emb.emb_pos"], CLIP_TOKENS, axis=1)
         safetensors.numpy.save_file(tensors, bad)
-    stats = _compare(f"{model_type}_negative", _vidax_output(bad, cfg, inputs), ref,
+    stats = compare(f"{model_type}_negative", _vidax_output(bad, cfg, inputs), ref,
                      record_property)
     assert stats["max_abs_diff"] > stats["bound"], stats
 

@@ -25,6 +25,7 @@ import torch
 from flax import nnx
 
 import vidax
+from tests.parity import compare
 from tests.reference import wan22
 from vidax.errors import VidaxError
 from vidax.loading import verify_manifest
@@ -37,7 +38,6 @@ from vidax.nn.layers import KeyGen
 jax.config.update("jax_default_matmul_precision", "highest")
 # vae2_1 imports torch.cuda.amp, deprecated in torch 2.x.
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
-REL_TOL = 1e-4
 BATCH, HEIGHT, WIDTH = 2, 16, 24
 VIDEO_FRAMES = (1, 9, 13)
 LATENT_FRAMES = (1, 3, 4)
@@ -133,24 +133,12 @@ def vidax_run(case):
     return {"model": model, "encoded": encoded, "decoded": decoded, "traces": traces}
 
 
-def _compare(name: str, out: np.ndarray, ref: np.ndarray, record_property) -> dict[str, float]:
-    assert out.shape == ref.shape, (out.shape, ref.shape)
-    stats = {"max_abs_diff": float(np.abs(out - ref).max()), "ref_std": float(ref.std()),
-             "corr": float(np.corrcoef(out.ravel(), ref.ravel())[0, 1])}
-    stats["bound"] = REL_TOL * stats["ref_std"]
-    print(f"{name}: max|diff| {stats['max_abs_diff']:.3e}, std(ref) {stats['ref_std']:.4f}, "
-          f"bound {stats['bound']:.3e}, ratio {stats['max_abs_diff'] / stats['ref_std']:.2e}, "
-          f"corr {stats['corr']:.9f}")
-    record_property(name, stats)
-    return stats
-
-
 # ----------------------------------------------------------------------------- parity
 @pytest.mark.parametrize("frames", VIDEO_FRAMES)
 def test_encode_matches_authors(case, vidax_run, frames, record_property):
     out = vidax_run["encoded"][frames]
     assert out.shape == (BATCH, (frames - 1) // 4 + 1, HEIGHT // 8, WIDTH // 8, case["cfg"].z_dim)
-    stats = _compare(f"encode_{frames}", out, case["encoded"][frames], record_property)
+    stats = compare(f"encode_{frames}", out, case["encoded"][frames], record_property)
     assert stats["max_abs_diff"] <= stats["bound"], stats
 
 
@@ -159,7 +147,7 @@ def test_encode_raw_moments_match_authors(case, vidax_run, record_property):
                                             return_log_var=True)
     ref_mu, ref_log_var = case["moments"][9]
     for name, out, ref in (("raw_mu", mu, ref_mu), ("log_var", log_var, ref_log_var)):
-        stats = _compare(name, np.asarray(out), ref, record_property)
+        stats = compare(name, np.asarray(out), ref, record_property)
         assert stats["max_abs_diff"] <= stats["bound"], stats
 
 
@@ -168,7 +156,7 @@ def test_decode_matches_authors(case, vidax_run, frames, record_property):
     out = vidax_run["decoded"][frames]
     assert isinstance(out, np.ndarray)
     assert out.shape == (BATCH, 4 * (frames - 1) + 1, HEIGHT, WIDTH, 3)
-    stats = _compare(f"decode_{frames}", out, case["decoded"][frames], record_property)
+    stats = compare(f"decode_{frames}", out, case["decoded"][frames], record_property)
     assert stats["max_abs_diff"] <= stats["bound"], stats
 
 
@@ -235,7 +223,7 @@ def test_negative_control(case, tmp_path, name, record_property):
         out, ref = np.asarray(model.encode(case["videos"][9])), case["encoded"][9]
     else:
         out, ref = model.decode(case["latents"][3], clamp=False), case["decoded"][3]
-    stats = _compare(f"negative_{name}", out, ref, record_property)
+    stats = compare(f"negative_{name}", out, ref, record_property)
     assert stats["max_abs_diff"] > stats["bound"], stats
 
 
@@ -258,7 +246,7 @@ def test_negative_control_cache_not_carried(case, vidax_run, record_property):
         frames.append(np.asarray(out))
     for name, out, ref in (("encode", encoded, case["encoded"][9]),
                            ("decode", np.concatenate(frames, axis=1), case["decoded"][3])):
-        stats = _compare(f"negative_cache_reset_{name}", out, ref, record_property)
+        stats = compare(f"negative_cache_reset_{name}", out, ref, record_property)
         assert stats["max_abs_diff"] > stats["bound"], stats
 
 

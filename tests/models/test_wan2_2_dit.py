@@ -29,6 +29,7 @@ import torch
 from flax import nnx
 
 import vidax
+from tests.parity import compare
 from tests.reference import wan22
 from vidax.errors import VidaxError
 from vidax.loading import verify_manifest
@@ -37,7 +38,6 @@ from vidax.models.wan2_1.dit import WanDiTConfig
 
 jax.config.update("jax_default_matmul_precision", "highest")
 pytestmark = pytest.mark.filterwarnings("ignore:CUDA is not available:UserWarning")
-REL_TOL = 1e-4
 BATCH, FRAMES, HEIGHT, WIDTH = 2, 3, 8, 12  # latent size; tokens 3 x 4 x 6
 TOKENS = FRAMES * (HEIGHT // 2) * (WIDTH // 2)
 FIRST_FRAME_TOKENS = (HEIGHT // 2) * (WIDTH // 2)
@@ -106,21 +106,9 @@ def _output(path: Path, cfg, inputs) -> np.ndarray:
     return np.asarray(_run(vidax.load("wan2_2", "dit", path, config=cfg), **inputs))
 
 
-def _compare(name, out, ref, record_property) -> dict:
-    assert out.shape == ref.shape, (out.shape, ref.shape)
-    stats = {"max_abs_diff": float(np.abs(out - ref).max()), "ref_std": float(ref.std()),
-             "corr": float(np.corrcoef(out.ravel(), ref.ravel())[0, 1])}
-    stats["bound"] = REL_TOL * stats["ref_std"]
-    print(f"{name}: max|diff| {stats['max_abs_diff']:.3e} "
-          f"({stats['max_abs_diff'] / stats['ref_std']:.2e} x std), std(ref) "
-          f"{stats['ref_std']:.4f}, bound {stats['bound']:.3e}, corr {stats['corr']:.9f}")
-    record_property(name, stats)
-    return stats
-
-
 def test_per_token_timesteps_match_authors(case, record_property):
     cfg, path, inputs, ref = case
-    stats = _compare("ti2v_per_token_t", _output(path, cfg, inputs), ref, record_property)
+    stats = compare("ti2v_per_token_t", _output(path, cfg, inputs), ref, record_property)
     assert stats["max_abs_diff"] <= stats["bound"], stats
 
 
@@ -132,7 +120,7 @@ def test_negative_control_swapped_q_k(case, tmp_path, record_property):
         tensors[q], tensors[k] = tensors[k], tensors[q]
     bad = tmp_path / "swapped.safetensors"
     safetensors.numpy.save_file(tensors, bad)
-    stats = _compare("ti2v_negative", _output(bad, cfg, inputs), ref, record_property)
+    stats = compare("ti2v_negative", _output(bad, cfg, inputs), ref, record_property)
     assert stats["max_abs_diff"] > stats["bound"], stats
 
 
@@ -140,7 +128,7 @@ def test_negative_control_per_sample_t(case, record_property):
     """The first frame's t = 0 matters: one t for every token must fail the bound."""
     cfg, path, inputs, ref = case
     out = _output(path, cfg, dict(inputs, t=np.asarray(TIMESTEPS, np.float32)))
-    stats = _compare("ti2v_negative_per_sample_t", out, ref, record_property)
+    stats = compare("ti2v_negative_per_sample_t", out, ref, record_property)
     assert stats["max_abs_diff"] > stats["bound"], stats
 
 

@@ -40,6 +40,7 @@ import torch
 from flax import nnx
 
 import vidax
+from tests.parity import compare
 from tests.reference import wan22
 from vidax import cli, loading, manifests, registry
 from vidax.errors import VidaxError
@@ -53,19 +54,6 @@ from vidax.translator.mappings.wan2_2_diffusers import (
 
 jax.config.update("jax_default_matmul_precision", "highest")
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
-REL_TOL = 1e-4
-
-
-def _compare(name: str, out: np.ndarray, ref: np.ndarray, record_property) -> dict[str, float]:
-    assert out.shape == ref.shape, (out.shape, ref.shape)
-    stats = {"max_abs_diff": float(np.abs(out - ref).max()), "ref_std": float(ref.std()),
-             "corr": float(np.corrcoef(out.ravel(), ref.ravel())[0, 1])}
-    stats["bound"] = REL_TOL * stats["ref_std"]
-    print(f"{name}: max|diff| {stats['max_abs_diff']:.3e}, std(ref) {stats['ref_std']:.4f}, "
-          f"bound {stats['bound']:.3e}, ratio {stats['max_abs_diff'] / stats['ref_std']:.2e}, "
-          f"corr {stats['corr']:.9f}")
-    record_property(name, stats)
-    return stats
 
 
 def _randomize(model: torch.nn.Module, seed: int) -> None:
@@ -182,7 +170,7 @@ def test_vae_matches_diffusers(vae_case, record_property):
     for name, out, ref in ((f"{v}_mu", mu, vae_case["mu"]),
                            (f"{v}_log_var", log_var, vae_case["log_var"]),
                            (f"{v}_decode", decoded, vae_case["decoded"])):
-        stats = _compare(name, out, ref, record_property)
+        stats = compare(name, out, ref, record_property)
         assert stats["max_abs_diff"] <= stats["bound"], stats
 
 
@@ -195,7 +183,7 @@ def test_vae_negative_control(vae_case, direction, tmp_path, record_property):
                        layout="diffusers")
     out = _vae_outputs(model, vae_case, direction)
     out, ref = (out[0], vae_case["mu"]) if direction == "encode" else (out, vae_case["decoded"])
-    stats = _compare(f"{vae_case['version']}_negative_{direction}", out, ref, record_property)
+    stats = compare(f"{vae_case['version']}_negative_{direction}", out, ref, record_property)
     assert stats["max_abs_diff"] > stats["bound"], stats
 
 
@@ -295,7 +283,7 @@ def test_dit_matches_diffusers(model_type, tmp_path, record_property):
     inputs = _dit_inputs(cfg, seed=3)
     expected = _diffusers_dit_output(ref, cfg, inputs)
 
-    stats = _compare(f"dit_{model_type}", _vidax_dit_output(path, cfg, inputs), expected,
+    stats = compare(f"dit_{model_type}", _vidax_dit_output(path, cfg, inputs), expected,
                      record_property)
     assert stats["max_abs_diff"] <= stats["bound"], stats
     # The layout is found without being named.
@@ -303,7 +291,7 @@ def test_dit_matches_diffusers(model_type, tmp_path, record_property):
     assert isinstance(vidax.load("wan2_1", "dit", path, config=cfg), WanDiT)
 
     bad = _swap_prefixes(path, tmp_path / "negative.safetensors", *DIT_NEGATIVE[model_type])
-    stats = _compare(f"dit_{model_type}_negative", _vidax_dit_output(bad, cfg, inputs),
+    stats = compare(f"dit_{model_type}_negative", _vidax_dit_output(bad, cfg, inputs),
                      expected, record_property)
     assert stats["max_abs_diff"] > stats["bound"], stats
 

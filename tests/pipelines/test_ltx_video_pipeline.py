@@ -38,6 +38,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.parity import compare
 from tests.reference import ltx_video as ref
 from vidax import cli, video
 from vidax.errors import VidaxError
@@ -48,7 +49,6 @@ jax.config.update("jax_default_matmul_precision", "highest")
 pytestmark = [pytest.mark.filterwarnings("ignore:torch.meshgrid:UserWarning"),
               pytest.mark.filterwarnings("ignore:Some donated buffers were not usable")]
 
-REL_TOL = 1e-4
 FRAMES, WIDTH, HEIGHT, FPS = 9, 48, 32, 24.0     # tiny VAE (4, 16, 16): latents 3 x 2 x 3
 PROMPT = "a cat runs across the snowy field at sunset"
 NEGATIVE = "blurry, jittery"
@@ -271,20 +271,6 @@ def dataclasses_asdict(settings):
     return {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}
 
 
-def _compare(name, out, expected, record_property) -> dict:
-    out, expected = np.asarray(out), np.asarray(expected)
-    assert out.shape == expected.shape, (out.shape, expected.shape)
-    stats = {"max_abs_diff": float(np.abs(out - expected).max()),
-             "ref_std": float(expected.std()),
-             "corr": float(np.corrcoef(out.ravel(), expected.ravel())[0, 1])}
-    stats["bound"] = REL_TOL * stats["ref_std"]
-    stats["rel"] = stats["max_abs_diff"] / stats["ref_std"]
-    print(f"{name}: max|diff| {stats['max_abs_diff']:.3e} ({stats['rel']:.2e} x std), "
-          f"std(ref) {stats['ref_std']:.4f}, corr {stats['corr']:.9f}")
-    record_property(name, stats)
-    return stats
-
-
 def _vidax_run(pipe, settings, draws, image=None, prompt=PROMPT, negative=NEGATIVE,
                second=None, size=(WIDTH, HEIGHT)):
     request = pipe.request(prompt, negative_prompt=negative, frames=FRAMES, size=size, fps=FPS,
@@ -368,18 +354,18 @@ def test_tone_map_matches_authors():
 # ----------------------------------------------------------------------------- pipelines
 def test_t2v_matches_authors_pipeline(pipe, authors, record_property):
     expected, draws = _authors_run(authors, DEV_LIKE, seed=3)
-    stats = _compare("t2v_dev_like", _vidax_run(pipe, DEV_LIKE, draws), expected,
+    stats = compare("t2v_dev_like", _vidax_run(pipe, DEV_LIKE, draws), expected,
                      record_property)
     assert stats["max_abs_diff"] <= stats["bound"], stats
     # negative control: prompt and negative prompt exchanged
     swapped = _vidax_run(pipe, DEV_LIKE, draws, prompt=NEGATIVE, negative=PROMPT)
-    stats = _compare("t2v_negative_swapped_prompts", swapped, expected, record_property)
+    stats = compare("t2v_negative_swapped_prompts", swapped, expected, record_property)
     assert stats["max_abs_diff"] > stats["bound"], stats
 
 
 def test_t2v_distilled_list_matches_authors_pipeline(pipe, authors, record_property):
     expected, draws = _authors_run(authors, DISTILLED_LIKE, seed=4)
-    stats = _compare("t2v_distilled_like", _vidax_run(pipe, DISTILLED_LIKE, draws), expected,
+    stats = compare("t2v_distilled_like", _vidax_run(pipe, DISTILLED_LIKE, draws), expected,
                      record_property)
     assert stats["max_abs_diff"] <= stats["bound"], stats
 
@@ -388,9 +374,9 @@ def test_i2v_matches_authors_pipeline(pipe, authors, record_property):
     image = np.random.default_rng(5).uniform(-1, 1, (HEIGHT, WIDTH, 3)).astype(np.float32)
     expected, draws = _authors_run(authors, I2V_SETTINGS, seed=6, image=image)
     out = _vidax_run(pipe, I2V_SETTINGS, draws, image=image)
-    stats = _compare("i2v", out, expected, record_property)
+    stats = compare("i2v", out, expected, record_property)
     assert stats["max_abs_diff"] <= stats["bound"], stats
-    stats = _compare("i2v_negative_no_conditioning",
+    stats = compare("i2v_negative_no_conditioning",
                      _vidax_run(pipe, I2V_SETTINGS, draws), expected, record_property)
     assert stats["max_abs_diff"] > stats["bound"], stats
 
@@ -421,11 +407,11 @@ def test_t2v_frames_match_authors_pipeline(pipe, authors, record_property):
     request = pipe.request(PROMPT, negative_prompt=NEGATIVE, frames=FRAMES,
                            size=(WIDTH, HEIGHT), fps=FPS, settings=settings)
     out = pipe.decode_unit(pipe.sample(request=request, draws=draws), request, draws)
-    stats = _compare("t2v_frames", out, expected, record_property)
+    stats = compare("t2v_frames", out, expected, record_property)
     assert stats["max_abs_diff"] <= stats["bound"], stats
     no_tone_map = pipe.decode_unit(pipe.sample(request=request, draws=draws),
                                    dataclasses_replace(request, settings=DISTILLED_LIKE), draws)
-    stats = _compare("t2v_frames_negative_no_tone_map", no_tone_map, expected, record_property)
+    stats = compare("t2v_frames_negative_no_tone_map", no_tone_map, expected, record_property)
     assert stats["max_abs_diff"] > stats["bound"], stats
 
 
@@ -440,7 +426,7 @@ def test_bf16_policy_stays_close(release_dir, pipe, record_property):
     draws = ltx.Draws(initial=np.random.default_rng(3).standard_normal((3, 2, 3, 16)))
     reference = _vidax_run(pipe, I2V_SETTINGS, draws)
     bf16 = ltx.Pipeline.from_release(ltx.inspect_folder(release_dir), precision="bf16")
-    stats = _compare("t2v_bf16_vs_fp32", _vidax_run(bf16, I2V_SETTINGS, draws), reference,
+    stats = compare("t2v_bf16_vs_fp32", _vidax_run(bf16, I2V_SETTINGS, draws), reference,
                      record_property)
     assert stats["corr"] > 0.99, stats
 
@@ -472,7 +458,7 @@ def test_multiscale_t2v_matches_authors_pipeline(multiscale, authors, record_pro
     expected, draws = _authors_run(authors, DEV_LIKE, seed=11, upsampler=upsampler,
                                    second=SECOND_PASS, size=MULTI_SIZE)
     out = _vidax_run(pipe, DEV_LIKE, draws, second=SECOND_PASS, size=MULTI_SIZE)
-    stats = _compare("multiscale_t2v", out, expected, record_property)
+    stats = compare("multiscale_t2v", out, expected, record_property)
     assert stats["max_abs_diff"] <= stats["bound"], stats
 
 
@@ -483,7 +469,7 @@ def test_multiscale_i2v_matches_authors_pipeline(multiscale, authors, record_pro
                                    upsampler=upsampler, second=SECOND_PASS, size=MULTI_SIZE)
     out = _vidax_run(pipe, I2V_SETTINGS, draws, image=image, second=SECOND_PASS,
                      size=MULTI_SIZE)
-    stats = _compare("multiscale_i2v", out, expected, record_property)
+    stats = compare("multiscale_i2v", out, expected, record_property)
     assert stats["max_abs_diff"] <= stats["bound"], stats
     # negative control: the first pass's latents not matched to their statistics (no AdaIN)
     original = pipe.upsample
@@ -494,7 +480,7 @@ def test_multiscale_i2v_matches_authors_pipeline(multiscale, authors, record_pro
                          size=MULTI_SIZE)
     finally:
         pipe.upsample = original
-    stats = _compare("multiscale_i2v_negative_no_adain", bad, expected, record_property)
+    stats = compare("multiscale_i2v_negative_no_adain", bad, expected, record_property)
     assert stats["max_abs_diff"] > stats["bound"], stats
 
 

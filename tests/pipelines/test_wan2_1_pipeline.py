@@ -64,6 +64,7 @@ import torch  # noqa: E402
 from flax import nnx  # noqa: E402
 
 import vidax  # noqa: E402
+from tests.parity import compare
 from tests.reference import wan22  # noqa: E402
 from vidax import cli, video  # noqa: E402
 from vidax.errors import VerificationError, VidaxError  # noqa: E402
@@ -75,7 +76,6 @@ pytestmark = [pytest.mark.filterwarnings("ignore:.*autocast.*:FutureWarning"),
               pytest.mark.filterwarnings("ignore:.*CUDA is not available.*:UserWarning"),
               pytest.mark.filterwarnings("ignore:Some donated buffers were not usable")]
 
-REL_TOL = 1e-4
 FRAMES, STEPS, SEED = 9, 4, 7
 SIZE = (64, 48)  # (width, height): latents 3 x 6 x 8, 3 x 3 x 4 DiT tokens
 PROMPT = "a cat runs across the snowy forest at sunset, cinematic lighting"
@@ -270,20 +270,6 @@ def _authors_noise(latent_shape, seed: int) -> np.ndarray:
     return torch.randn(c, t, h, w, dtype=torch.float32, generator=gen).numpy()
 
 
-def _compare(name, out, ref, record_property) -> dict:
-    out, ref = np.asarray(out, np.float64), np.asarray(ref, np.float64)
-    assert out.shape == ref.shape, (out.shape, ref.shape)
-    stats = {"max_abs_diff": float(np.abs(out - ref).max()), "ref_std": float(ref.std()),
-             "corr": float(np.corrcoef(out.ravel(), ref.ravel())[0, 1])}
-    stats["bound"] = REL_TOL * stats["ref_std"]
-    stats["rel"] = stats["max_abs_diff"] / stats["ref_std"]
-    print(f"{name}: max|diff| {stats['max_abs_diff']:.3e} ({stats['rel']:.2e} x std), "
-          f"std(ref) {stats['ref_std']:.4f}, bound {stats['bound']:.3e}, "
-          f"corr {stats['corr']:.9f}")
-    record_property(name, stats)
-    return stats
-
-
 # ----------------------------------------------------------------------------- T2V vs the authors
 @pytest.fixture(scope="module")
 def t2v(tmp_path_factory):
@@ -343,19 +329,19 @@ def test_t2v_matches_authors_generate(t2v, t2v_reference, record_property):
                               noise=t2v_reference.noise)
     print(f"vidax sample (compile included): {time.perf_counter() - start:.1f} s")
     ref = t2v_reference.latents.transpose(1, 2, 3, 0)
-    stats = _compare("t2v_latents", latents, ref, record_property)
+    stats = compare("t2v_latents", latents, ref, record_property)
     assert stats["max_abs_diff"] <= stats["bound"], stats
 
     # The whole output too: the decoded video, before the uint8 rounding.
     video_out = t2v.pipe.vae.decode(latents[None])[0]
     video_ref = t2v_reference.frames.transpose(1, 2, 3, 0)
-    stats = _compare("t2v_video", video_out, video_ref, record_property)
+    stats = compare("t2v_video", video_out, video_ref, record_property)
     assert stats["max_abs_diff"] <= stats["bound"], stats
 
     # Negative control: prompt and negative prompt exchanged turns the guidance around.
     swapped = t2v.pipe.sample(t2v_reference.negative_prompt, negative_prompt=PROMPT,
                               frames=FRAMES, size=SIZE, steps=STEPS, noise=t2v_reference.noise)
-    stats = _compare("t2v_negative_swapped_cfg", swapped, ref, record_property)
+    stats = compare("t2v_negative_swapped_cfg", swapped, ref, record_property)
     assert stats["max_abs_diff"] > stats["bound"], stats
 
 
@@ -364,7 +350,7 @@ def test_t2v_dpm_solver_matches_authors_generate(t2v, record_property):
     reference = _authors_generate(t2v, "dpm++")
     latents = t2v.pipe.sample(PROMPT, frames=FRAMES, size=SIZE, steps=STEPS,
                               sample_solver="dpm++", noise=reference.noise)
-    stats = _compare("t2v_latents_dpm++", latents, reference.latents.transpose(1, 2, 3, 0),
+    stats = compare("t2v_latents_dpm++", latents, reference.latents.transpose(1, 2, 3, 0),
                      record_property)
     assert stats["max_abs_diff"] <= stats["bound"], stats
 
@@ -392,7 +378,7 @@ def test_t2v_bf16_policy_stays_close(t2v, t2v_reference, record_property):
     latents = pipe.sample(PROMPT, frames=FRAMES, size=SIZE, steps=STEPS,
                           noise=t2v_reference.noise)
     ref = t2v_reference.latents.transpose(1, 2, 3, 0)
-    stats = _compare("t2v_latents_bf16_policy", latents, ref, record_property)
+    stats = compare("t2v_latents_bf16_policy", latents, ref, record_property)
     assert stats["corr"] > 0.99, stats
     assert {a.dtype for a in jax.tree.leaves(nnx.state(pipe.dit))} == {jnp.dtype(jnp.float32)}
     assert {a.dtype for a in jax.tree.leaves(nnx.state(pipe.text_encoder))} == \
@@ -496,7 +482,7 @@ def test_image_to_video_matches_diffusers(image_case, record_property, monkeypat
     start = time.perf_counter()
     latents = case.pipe.sample(request=case.request)
     print(f"vidax {case.task} sample (compile included): {time.perf_counter() - start:.1f} s")
-    stats = _compare(f"{case.task}_latents", latents, case.ref, record_property)
+    stats = compare(f"{case.task}_latents", latents, case.ref, record_property)
     assert stats["max_abs_diff"] <= stats["bound"], stats
 
     # Negative control: the condition latent's channels before the mask's.
@@ -504,7 +490,7 @@ def test_image_to_video_matches_diffusers(image_case, record_property, monkeypat
                         lambda mask, latent: jnp.concatenate(
                             [jnp.asarray(latent), jnp.asarray(mask, jnp.float32)], axis=-1))
     swapped = case.pipe.sample(request=case.request)
-    stats = _compare(f"{case.task}_negative_channel_order", swapped, case.ref, record_property)
+    stats = compare(f"{case.task}_negative_channel_order", swapped, case.ref, record_property)
     assert stats["max_abs_diff"] > stats["bound"], stats
 
 
@@ -673,6 +659,6 @@ def test_image_to_video_bf16_policy_stays_close(image_case, record_property):
     pipe = vidax.pipeline("wan2_1", image_case.release.folder)
     assert pipe.precision.name == "bf16"
     latents = pipe.sample(request=image_case.request)
-    stats = _compare(f"{image_case.task}_latents_bf16_policy", latents, image_case.ref,
+    stats = compare(f"{image_case.task}_latents_bf16_policy", latents, image_case.ref,
                      record_property)
     assert stats["corr"] > 0.99, stats

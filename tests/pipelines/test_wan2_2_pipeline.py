@@ -50,6 +50,7 @@ import test_wan2_1_pipeline as w21  # noqa: E402  (the Wan2.1 test's release hel
 import torch  # noqa: E402
 
 import vidax  # noqa: E402
+from tests.parity import compare
 from tests.reference import wan22  # noqa: E402
 from vidax import cli, video  # noqa: E402
 from vidax.errors import VidaxError  # noqa: E402
@@ -221,10 +222,6 @@ def _authors_noise(release, request) -> np.ndarray:
     return w21._authors_noise(request.latent_shape, SEED)
 
 
-def _compare(name, out, ref, record_property):
-    return w21._compare(name, out, ref, record_property)
-
-
 # ----------------------------------------------------------------------------- TI2V-5B
 @pytest.fixture(scope="module")
 def ti2v_image_case(releases, pipes):
@@ -243,7 +240,7 @@ def test_ti2v_image_to_video_matches_authors(ti2v_image_case, record_property, m
     start = time.perf_counter()
     latents = case.pipe.sample(request=case.request)
     print(f"vidax ti2v i2v sample (compile included): {time.perf_counter() - start:.1f} s")
-    stats = _compare("ti2v_i2v_latents", latents, case.ref.latents, record_property)
+    stats = compare("ti2v_i2v_latents", latents, case.ref.latents, record_property)
     assert stats["max_abs_diff"] <= stats["bound"], stats
     # The first latent frame is the encoded image, untouched by sampling.
     z = np.asarray(case.pipe.vae.encode(case.request.image[None, None]))[0, 0]
@@ -253,7 +250,7 @@ def test_ti2v_image_to_video_matches_authors(ti2v_image_case, record_property, m
     monkeypatch.setattr(wan, "first_frame_tokens", lambda shape: np.ones(
         np.prod(np.asarray(shape[:3]) // np.asarray(wan2_1.PATCH)), np.float32))
     bad = case.pipe.sample(request=case.request)
-    stats = _compare("ti2v_i2v_negative_per_sample_t", bad, case.ref.latents, record_property)
+    stats = compare("ti2v_i2v_negative_per_sample_t", bad, case.ref.latents, record_property)
     assert stats["max_abs_diff"] > stats["bound"], stats
 
 
@@ -264,7 +261,7 @@ def test_ti2v_text_to_video_matches_authors(releases, pipes, record_property):
     latents = pipe.sample(PROMPT, frames=FRAMES, size=TI2V_SIZE, steps=STEPS,
                           noise=ref.noise)
     assert pipe.expert_log == ["dit"] * STEPS
-    stats = _compare("ti2v_t2v_latents", latents, ref.latents, record_property)
+    stats = compare("ti2v_t2v_latents", latents, ref.latents, record_property)
     assert stats["max_abs_diff"] <= stats["bound"], stats
 
 
@@ -320,7 +317,7 @@ def test_expert_switch_is_the_authors_rule(task, t2v_case, i2v_case, record_prop
     record_property(f"{task}_switch_step", ours)
     assert ours == theirs == _authors_rule(shift, boundary)
     assert ours == {"t2v": 26, "i2v": 15}[task]  # wan.md's recomputation of the schedule
-    stats = _compare(f"{task}_a14b_latents", latents, case.ref.latents, record_property)
+    stats = compare(f"{task}_a14b_latents", latents, case.ref.latents, record_property)
     assert stats["max_abs_diff"] <= stats["bound"], stats
 
 
@@ -329,7 +326,7 @@ def test_i2v_negative_channel_order(i2v_case, record_property, monkeypatch):
                         lambda mask, latent: jnp.concatenate(
                             [jnp.asarray(latent), jnp.asarray(mask, jnp.float32)], axis=-1))
     bad = i2v_case.pipe.sample(request=i2v_case.request)
-    stats = _compare("i2v_a14b_negative_channel_order", bad, i2v_case.ref.latents,
+    stats = compare("i2v_a14b_negative_channel_order", bad, i2v_case.ref.latents,
                      record_property)
     assert stats["max_abs_diff"] > stats["bound"], stats
 
@@ -338,7 +335,7 @@ def test_t2v_negative_experts_exchanged(t2v_case, record_property, monkeypatch):
     monkeypatch.setattr(wan, "expert_for", lambda t, boundary: wan.LOW if t >= boundary * 1000
                         else wan.HIGH)
     bad = t2v_case.pipe.sample(request=t2v_case.request)
-    stats = _compare("t2v_a14b_negative_experts_exchanged", bad, t2v_case.ref.latents,
+    stats = compare("t2v_a14b_negative_experts_exchanged", bad, t2v_case.ref.latents,
                      record_property)
     assert stats["max_abs_diff"] > stats["bound"], stats
 

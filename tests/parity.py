@@ -1,0 +1,27 @@
+"""The parity measure every numeric test uses (DESIGN.md §6): max |vidax - reference| against
+``rel_tol`` x std(reference), with the correlation, printed and recorded."""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: The default bound: max abs diff <= 1e-4 x std(reference) in float32 "highest".
+REL_TOL = 1e-4
+
+
+def compare(name: str, out, ref, record_property=None, *, rel_tol: float = REL_TOL) -> dict:
+    """Stats of ``out`` against ``ref``: ``max_abs_diff``, ``ref_std``, ``rel`` (their ratio),
+    ``corr`` and ``bound`` (``rel_tol * ref_std``). The caller asserts against ``bound`` --
+    ``<=`` for a parity test, ``>`` for its negative control."""
+    out, ref = np.asarray(out, np.float64), np.asarray(ref, np.float64)
+    assert out.shape == ref.shape, (name, out.shape, ref.shape)
+    stats = {"max_abs_diff": float(np.abs(out - ref).max()), "ref_std": float(ref.std()),
+             "corr": float(np.corrcoef(out.ravel(), ref.ravel())[0, 1])}
+    stats["bound"] = rel_tol * stats["ref_std"]
+    stats["rel"] = stats["max_abs_diff"] / stats["ref_std"]
+    print(f"{name}: max|diff| {stats['max_abs_diff']:.3e} ({stats['rel']:.2e} x std), "
+          f"std(ref) {stats['ref_std']:.4f}, bound {stats['bound']:.3e}, "
+          f"corr {stats['corr']:.9f}")
+    if record_property is not None:
+        record_property(name, stats)
+    return stats
