@@ -153,34 +153,9 @@ def test_t2v_negative_control_swapped_q_k(t2v_case, tmp_path, record_property):
 
 # ----------------------------------------------------------------------------- i2v/flf2v: diffusers
 def _authors_image_model_state(cfg: WanDiTConfig, seed: int) -> dict[str, torch.Tensor]:
-    """A random tiny state dict in the authors' Wan2.1 i2v/flf2v layout.
-
-    The authors' Wan2.2 ``WanModel(model_type="i2v")`` gives every tensor the two share;
-    the Wan2.1 image branch is added by name and shape as Wan2.1's ``model.py`` defines it:
-    ``WanI2VCrossAttention`` (``k_img``, ``v_img``: Linear(dim, dim); ``norm_k_img``:
-    RMSNorm(dim)) and ``MLPProj(1280, dim)`` (``img_emb.proj``: LayerNorm(1280),
-    Linear(1280, 1280), GELU, Linear(1280, dim), LayerNorm(dim); flf2v adds
-    ``emb_pos`` [1, 514, 1280]).
-    """
-    base = wan22.model_module().WanModel(**dict(dataclasses.asdict(cfg), model_type="i2v"))
-    state = dict(base.state_dict())
-    d = cfg.dim
-    for n in range(cfg.num_layers):
-        prefix = f"blocks.{n}.cross_attn."
-        state |= {prefix + "k_img.weight": torch.empty(d, d), prefix + "k_img.bias": torch.empty(d),
-                  prefix + "v_img.weight": torch.empty(d, d), prefix + "v_img.bias": torch.empty(d),
-                  prefix + "norm_k_img.weight": torch.empty(d)}
-    state |= {"img_emb.proj.0.weight": torch.empty(CLIP_DIM),
-              "img_emb.proj.0.bias": torch.empty(CLIP_DIM),
-              "img_emb.proj.1.weight": torch.empty(CLIP_DIM, CLIP_DIM),
-              "img_emb.proj.1.bias": torch.empty(CLIP_DIM),
-              "img_emb.proj.3.weight": torch.empty(d, CLIP_DIM),
-              "img_emb.proj.3.bias": torch.empty(d),
-              "img_emb.proj.4.weight": torch.empty(d),
-              "img_emb.proj.4.bias": torch.empty(d)}
-    if cfg.model_type == "flf2v":
-        state["img_emb.emb_pos"] = torch.empty(1, 2 * CLIP_TOKENS, CLIP_DIM)
-    state = {k: v.detach().clone().contiguous() for k, v in state.items()}
+    """A random tiny state dict in the authors' Wan2.1 i2v/flf2v layout
+    (:func:`tests.reference.wan22.wan2_1_dit_state`)."""
+    state = wan22.wan2_1_dit_state(cfg)
     _randomize(sorted(state.items()), seed)
     return state
 

@@ -139,31 +139,9 @@ def _write_tokenizer(folder: Path) -> None:
 
 
 def _authors_dit_state(cfg) -> dict[str, torch.Tensor]:
-    """The authors' tiny WanModel state dict; i2v/flf2v with Wan2.1's image branch added by
-    name and shape as Wan2.1's model.py defines it (``WanI2VCrossAttention`` k_img, v_img,
-    norm_k_img; ``MLPProj`` img_emb.proj.{0,1,3,4}; flf2v ``emb_pos``): Wan2.2's WanModel
-    has every other tensor, the same."""
-    model = wan22.model_module().WanModel(
-        **dict(dataclasses.asdict(cfg), model_type="t2v" if cfg.model_type == "t2v" else "i2v"))
-    state = dict(model.state_dict())
-    if cfg.model_type != "t2v":
-        d = cfg.dim
-        for n in range(cfg.num_layers):
-            p = f"blocks.{n}.cross_attn."
-            state |= {p + "k_img.weight": torch.empty(d, d), p + "k_img.bias": torch.empty(d),
-                      p + "v_img.weight": torch.empty(d, d), p + "v_img.bias": torch.empty(d),
-                      p + "norm_k_img.weight": torch.empty(d)}
-        state |= {"img_emb.proj.0.weight": torch.empty(CLIP_DIM),
-                  "img_emb.proj.0.bias": torch.empty(CLIP_DIM),
-                  "img_emb.proj.1.weight": torch.empty(CLIP_DIM, CLIP_DIM),
-                  "img_emb.proj.1.bias": torch.empty(CLIP_DIM),
-                  "img_emb.proj.3.weight": torch.empty(d, CLIP_DIM),
-                  "img_emb.proj.3.bias": torch.empty(d),
-                  "img_emb.proj.4.weight": torch.empty(d),
-                  "img_emb.proj.4.bias": torch.empty(d)}
-        if cfg.model_type == "flf2v":
-            state["img_emb.emb_pos"] = torch.empty(1, 2 * CLIP_TOKENS, CLIP_DIM)
-    state = {k: v.detach().clone().contiguous() for k, v in state.items()}
+    """The authors' tiny Wan2.1 DiT state dict (:func:`tests.reference.wan22.wan2_1_dit_state`),
+    random values in every tensor."""
+    state = wan22.wan2_1_dit_state(cfg)
     _randomize(sorted(state.items()), seed=1)
     return state
 

@@ -306,3 +306,44 @@ def image2video_module() -> types.ModuleType:
     :func:`textimage2video_module`; callers build a stand-in ``self``."""
     text2video_module()
     return _import_with_torchvision_functional("wan.image2video")
+
+
+# ----------------------------------------------------------------------------- Wan2.1 DiT layout
+#: The authors' Wan2.1 image-branch constants (``MLPProj(1280, dim)``, 257 CLIP tokens).
+CLIP_DIM, CLIP_TOKENS = 1280, 257
+
+
+def wan2_1_dit_state(cfg) -> dict[str, torch.Tensor]:
+    """A state dict in the authors' Wan2.1 DiT layout at ``cfg`` (a vidax ``WanDiTConfig``,
+    whose fields are ``WanModel``'s keyword arguments), values uninitialised: the caller
+    randomises them.
+
+    Wan2.2's ``WanModel`` (this package) has every tensor of Wan2.1's but the image branch of
+    i2v / flf2v, which is added by name and shape as Wan2.1's ``model.py`` defines it:
+    ``WanI2VCrossAttention`` (``k_img``, ``v_img``: Linear(dim, dim); ``norm_k_img``:
+    RMSNorm(dim)) and ``MLPProj(1280, dim)`` (``img_emb.proj``: LayerNorm(1280),
+    Linear(1280, 1280), GELU, Linear(1280, dim), LayerNorm(dim)); flf2v adds ``emb_pos``
+    [1, 514, 1280]. diffusers' strict load after its own converter checks this key set."""
+    import dataclasses
+
+    task = "t2v" if cfg.model_type == "t2v" else "i2v"
+    state = dict(model_module().WanModel(**dict(dataclasses.asdict(cfg), model_type=task))
+                 .state_dict())
+    if cfg.model_type != "t2v":
+        d = cfg.dim
+        for n in range(cfg.num_layers):
+            p = f"blocks.{n}.cross_attn."
+            state |= {p + "k_img.weight": torch.empty(d, d), p + "k_img.bias": torch.empty(d),
+                      p + "v_img.weight": torch.empty(d, d), p + "v_img.bias": torch.empty(d),
+                      p + "norm_k_img.weight": torch.empty(d)}
+        state |= {"img_emb.proj.0.weight": torch.empty(CLIP_DIM),
+                  "img_emb.proj.0.bias": torch.empty(CLIP_DIM),
+                  "img_emb.proj.1.weight": torch.empty(CLIP_DIM, CLIP_DIM),
+                  "img_emb.proj.1.bias": torch.empty(CLIP_DIM),
+                  "img_emb.proj.3.weight": torch.empty(d, CLIP_DIM),
+                  "img_emb.proj.3.bias": torch.empty(d),
+                  "img_emb.proj.4.weight": torch.empty(d),
+                  "img_emb.proj.4.bias": torch.empty(d)}
+        if cfg.model_type == "flf2v":
+            state["img_emb.emb_pos"] = torch.empty(1, 2 * CLIP_TOKENS, CLIP_DIM)
+    return {k: v.detach().clone().contiguous() for k, v in state.items()}
