@@ -1,9 +1,11 @@
-"""The parity measure every numeric test uses (DESIGN.md §6): max |vidax - reference| against
-``rel_tol`` x std(reference), with the correlation, printed and recorded."""
+"""What the numeric tests share (DESIGN.md §6): the parity measure, max |vidax - reference|
+against ``rel_tol`` x std(reference) with the correlation, printed and recorded; and the
+random values put in every tensor of a reference."""
 
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 #: The default bound: max abs diff <= 1e-4 x std(reference) in float32 "highest".
 REL_TOL = 1e-4
@@ -25,3 +27,24 @@ def compare(name: str, out, ref, record_property=None, *, rel_tol: float = REL_T
     if record_property is not None:
         record_property(name, stats)
     return stats
+
+
+def randomize(named_params, seed: int) -> None:
+    """Random values in every tensor of a reference (norm scales of 1 and zero biases hide
+    swapped weights), scaled so activations stay O(1): free tables (``modulation``,
+    ``emb_pos``) ~ 0.5, norm scales (``gamma``, 1-D ``weight``) ~ 1 + 0.2 noise, matrices and
+    kernels ~ 1/sqrt(fan_in), biases ~ 0.1. One draw per tensor, in the given order."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in named_params:
+            noise = torch.randn(p.shape, generator=gen)
+            if name.endswith(("modulation", "emb_pos")):
+                p.copy_(0.5 * noise)
+            elif name.endswith("gamma"):
+                p.copy_(1 + 0.2 * noise)
+            elif p.ndim >= 2:
+                p.copy_(noise / p[0].numel() ** 0.5)
+            elif name.endswith("weight"):
+                p.copy_(1 + 0.2 * noise)
+            else:
+                p.copy_(0.1 * noise)

@@ -34,7 +34,7 @@ import torch
 from flax import nnx
 
 import vidax
-from tests.parity import compare
+from tests.parity import compare, randomize
 from tests.reference import wan22
 from vidax.loading import verify_manifest
 from vidax.manifests import get_manifest
@@ -61,21 +61,6 @@ def _run_vidax(model, x, t, context, clip_fea, y):
 
 
 # ----------------------------------------------------------------------------- helpers
-def _randomize(named_params, seed: int) -> None:
-    """Random values in every tensor, scaled so activations stay O(1)."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in named_params:
-            noise = torch.randn(p.shape, generator=gen)
-            if name.endswith(("modulation", "emb_pos")):
-                p.copy_(0.5 * noise)
-            elif p.ndim >= 2:  # Linear / Conv weights
-                p.copy_(noise / p[0].numel() ** 0.5)
-            elif name.endswith("weight"):  # norm scales
-                p.copy_(1 + 0.2 * noise)
-            else:  # biases
-                p.copy_(0.1 * noise)
-
 
 def _inputs(cfg: WanDiTConfig, seed: int) -> dict[str, np.ndarray]:
     """Channels-last inputs for vidax; text zero-padded to the longest real length."""
@@ -117,7 +102,7 @@ def t2v_case(tmp_path_factory):
     """The authors' tiny t2v WanModel: its file, the inputs and its output (channels-last)."""
     cfg = WanDiTConfig.tiny("t2v")
     model = wan22.model_module().WanModel(**dataclasses.asdict(cfg)).eval()
-    _randomize(model.named_parameters(), seed=0)
+    randomize(model.named_parameters(), seed=0)
     path = tmp_path_factory.mktemp("wan2_1_t2v") / "diffusion_pytorch_model.safetensors"
     safetensors.torch.save_file(model.state_dict(), path)
 
@@ -156,7 +141,7 @@ def _authors_image_model_state(cfg: WanDiTConfig, seed: int) -> dict[str, torch.
     """A random tiny state dict in the authors' Wan2.1 i2v/flf2v layout
     (:func:`tests.reference.wan22.wan2_1_dit_state`)."""
     state = wan22.wan2_1_dit_state(cfg)
-    _randomize(sorted(state.items()), seed)
+    randomize(sorted(state.items()), seed)
     return state
 
 

@@ -25,7 +25,7 @@ import torch
 from flax import nnx
 
 import vidax
-from tests.parity import compare
+from tests.parity import compare, randomize
 from tests.reference import wan22
 from vidax.errors import VidaxError
 from vidax.loading import verify_manifest
@@ -44,19 +44,6 @@ LATENT_FRAMES = (1, 3, 4)
 
 
 # ----------------------------------------------------------------------------- the oracle
-def _randomize(model: torch.nn.Module, seed: int) -> None:
-    """Random values in every tensor, scaled so activations stay O(1)."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            noise = torch.randn(p.shape, generator=gen)
-            if name.endswith("gamma"):
-                p.copy_(1 + 0.2 * noise)
-            elif p.ndim >= 2:  # conv weights
-                p.copy_(noise / p[0].numel() ** 0.5)
-            else:  # biases
-                p.copy_(0.1 * noise)
-
 
 def _authors_vae(cfg: WanVAEConfig) -> torch.nn.Module:
     return wan22.vae2_1_module().WanVAE_(
@@ -80,7 +67,7 @@ def case(tmp_path_factory):
     of its ``conv1``, caught with a hook), and the unclamped decode of normalised latents."""
     cfg = WanVAEConfig.tiny()
     ref = _authors_vae(cfg)
-    _randomize(ref, seed=0)
+    randomize(ref.named_parameters(), seed=0)
     path = tmp_path_factory.mktemp("wan2_1_vae") / "Wan2.1_VAE.pth"
     torch.save(ref.state_dict(), path)
 

@@ -29,7 +29,7 @@ import torch
 from flax import nnx
 
 import vidax
-from tests.parity import compare
+from tests.parity import compare, randomize
 from tests.reference import wan22
 from vidax.errors import VidaxError
 from vidax.loading import verify_manifest
@@ -50,22 +50,6 @@ def tiny_ti2v() -> WanDiTConfig:
     return dataclasses.replace(WanDiTConfig.tiny("t2v"), in_dim=48, out_dim=48)
 
 
-def _randomize(named_params, seed: int) -> None:
-    """Random values in every tensor (modulations, norm scales and biases included)."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in named_params:
-            noise = torch.randn(p.shape, generator=gen)
-            if name.endswith("modulation"):
-                p.copy_(0.5 * noise)
-            elif p.ndim >= 2:
-                p.copy_(noise / p[0].numel() ** 0.5)
-            elif name.endswith("weight"):
-                p.copy_(1 + 0.2 * noise)
-            else:
-                p.copy_(0.1 * noise)
-
-
 def per_token_t() -> np.ndarray:
     """``[B, L]``: 0 on the first latent frame's tokens, the sample's t elsewhere."""
     t = np.repeat(np.asarray(TIMESTEPS, np.float32)[:, None], TOKENS, axis=1)
@@ -78,7 +62,7 @@ def case(tmp_path_factory):
     cfg = tiny_ti2v()
     model = wan22.model_module().WanModel(
         **dict(dataclasses.asdict(cfg), model_type="ti2v")).eval()
-    _randomize(model.named_parameters(), seed=0)
+    randomize(model.named_parameters(), seed=0)
     path = tmp_path_factory.mktemp("wan2_2_dit") / "diffusion_pytorch_model.safetensors"
     safetensors.torch.save_file(model.state_dict(), path)
 

@@ -8,9 +8,9 @@ import dataclasses
 import jax
 import numpy as np
 import safetensors.torch
-import torch
 from flax import nnx
 
+from tests.parity import randomize
 from tests.reference import wan22
 from vidax.models.wan2_1.dit import WanDiTConfig
 
@@ -24,22 +24,6 @@ TEXT_LEN = 12
 def small_config(**changes) -> WanDiTConfig:
     sizes = dict(dim=256, ffn_dim=1024, num_heads=8, text_dim=64)
     return dataclasses.replace(WanDiTConfig.tiny(), **(sizes | changes))
-
-
-def randomize(named_params, seed: int) -> None:
-    """Random values in every tensor, scaled so activations stay O(1)."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in named_params:
-            noise = torch.randn(p.shape, generator=gen)
-            if name.endswith("modulation"):
-                p.copy_(0.5 * noise)
-            elif p.ndim >= 2:
-                p.copy_(noise / p[0].numel() ** 0.5)
-            elif name.endswith("weight"):
-                p.copy_(1 + 0.2 * noise)
-            else:
-                p.copy_(0.1 * noise)
 
 
 def write_authors_dit(cfg: WanDiTConfig, path, seed: int = 0):
