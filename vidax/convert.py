@@ -198,7 +198,7 @@ def _write_safetensors(path: Path, targets: list[Target], tensors, cast,
         f.write(struct.pack("<Q", len(blob)))
         f.write(blob)
         for i, (t, dt) in enumerate(zip(targets, dtypes), 1):
-            array = np.ascontiguousarray(t.materialize(tensors, dtype=dt))
+            array = converter.contiguous(np.asarray(t.materialize(tensors, dtype=dt)))
             f.write(array.reshape(-1).view(np.uint8))
             del array
             if progress is not None:

@@ -2,7 +2,8 @@
 behind ``vidax verify``.
 
 The way of a tensor: memory map -> mapper plan -> (verified 1:1 against the model's
-abstract tree) -> host-side layout view and dtype cast -> one placement on its device(s).
+abstract tree) -> host-side layout view and dtype cast -> one placement on its device(s),
+whose transfer copies the strided view (the transpose of a Linear weight is that copy).
 No tensor is read before the whole tree has verified, so a mismatched file is rejected
 with nothing half-loaded.
 
@@ -18,7 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import jax
@@ -35,6 +38,10 @@ from vidax.translator.io import Checkpoint, open_checkpoint
 from vidax.translator.mapping import Plan, PrefixView, Source, Target, TensorInfo
 
 Progress = Callable[[int, int, str], None]
+
+#: Threads placing parameters concurrently in ``load`` (docs/benchmarks.md: on 2 cores, two
+#: threads load a bf16 Wan 1.3B DiT 1.8x faster than one; more do not help there).
+PLACEMENT_THREADS = min(8, os.cpu_count() or 1)
 
 
 def config(model_type: str, component: str, variant: str, *, layout: str | None = None):
@@ -154,18 +161,32 @@ def load_with_report(model_type: str, component: str, checkpoint, *,
                                               _out_dtype(plan.targets[n], dtype))
                       for n in names}
             shardings = _sharding.param_shardings(shapes, mesh, rules)
+        # Parameters are placed by a few threads at once: a placement is one strided copy
+        # out of the page cache (memory-bound, GIL released), so threads overlap copies and
+        # page faults. A target that needs a host copy first (a cast, a merge) takes the one
+        # copy slot, so host memory beyond the placed arrays stays within one such copy.
+        copy_slot = threading.Lock()
+
+        def place_one(name: str) -> jax.Array:
+            target = plan.targets[name]
+            slot = (copy_slot if target.copies_on_host(view, dtype)
+                    else contextlib.nullcontext())
+            with slot:
+                if shardings is None:
+                    # the Flax-layout view of the map: the transfer's copy transposes
+                    array = jax.device_put(np.asarray(target.materialize(view, dtype=dtype)))
+                else:
+                    array = place(target, view, shardings[name], dtype=dtype)
+                return array.block_until_ready()   # the host buffer is free once it returns
+
         total = len(plan.targets)
         leaves = []
-        for done, ((path, var), name) in enumerate(zip(flat, names), 1):
-            target = plan.targets[name]
-            if shardings is None:
-                array = jax.device_put(converter.contiguous(
-                    np.asarray(target.materialize(view, dtype=dtype))))
-            else:
-                array = place(target, view, shardings[name], dtype=dtype)
-            leaves.append((path, var.replace(array)))
-            if progress is not None:
-                progress(done, total, name)
+        with ThreadPoolExecutor(PLACEMENT_THREADS, thread_name_prefix="vidax-place") as pool:
+            arrays = pool.map(place_one, names)
+            for done, ((path, var), name, array) in enumerate(zip(flat, names, arrays), 1):
+                leaves.append((path, var.replace(array)))
+                if progress is not None:
+                    progress(done, total, name)
         return nnx.merge(graphdef, nnx.from_flat_state(leaves)), report
 
 
@@ -221,7 +242,8 @@ class _BlockReader:
         array = self._read_sources(stored)
         if t.scale is not None:
             array = self._dequantize(array, stored)
-        array = converter.contiguous(converter.convert(array, t.layout))
+        # A strided view: the transfer's own copy makes it contiguous on the device.
+        array = converter.convert(array, t.layout)
         want = _out_dtype(t, self.dtype)
         return array if array.dtype == want else array.astype(want)
 
@@ -249,7 +271,7 @@ class _BlockReader:
             index[source.axis] = slice(source.start + a, source.start + b)
         ref = self.tensors[source.key]
         index = tuple(index)
-        return ref.read_slice(index) if hasattr(ref, "read_slice") else np.asarray(ref)[index]
+        return ref.read_view(index) if hasattr(ref, "read_view") else np.asarray(ref)[index]
 
     def _dequantize(self, array: np.ndarray, stored: list[tuple[int, int]]) -> np.ndarray:
         """``block * scale`` (as ``Target.materialize``), with the scale's matching block."""

@@ -1,10 +1,11 @@
 """The measured process of the host-memory test (test_host_memory.py); not a test module.
 
 ``python memory_worker.py CHECKPOINT CONFIG_JSON MESH_SPEC DTYPE``: loads the Wan2.1 DiT onto an
-8-device mesh while a thread samples the process's anonymous memory (``RssAnon`` of
-/proc/self/status; memory-mapped checkpoint pages are file-backed and not counted) every
-~0.2 ms, and prints one JSON line: the baseline before the load, the peak during it, the value
-after it, and the bytes of the parameters now resident on the (host-memory) CPU devices.
+8-device mesh (``MESH_SPEC`` ``one-device``: onto the first device, no mesh) while a thread
+samples the process's anonymous memory (``RssAnon`` of /proc/self/status; memory-mapped
+checkpoint pages are file-backed and not counted) every ~0.2 ms, and prints one JSON line: the
+baseline before the load, the peak during it, the value after it, and the bytes of the
+parameters now resident on the (host-memory) CPU devices.
 """
 
 import json
@@ -46,7 +47,7 @@ def main(checkpoint: str, config_json: str, mesh_spec: str, dtype: str) -> None:
     from vidax.translator.verify import flat_params
 
     cfg = WanDiTConfig.from_dict(json.loads(config_json))
-    mesh = sharding.make_mesh(mesh_spec)
+    mesh = None if mesh_spec == "one-device" else sharding.make_mesh(mesh_spec)
     jax.device_put(np.zeros(8), jax.devices()[0]).block_until_ready()   # runtime up
     sys.setswitchinterval(1e-4)   # let the sampler in between the loader's Python steps
     baseline = rss_anon()

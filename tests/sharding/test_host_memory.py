@@ -7,10 +7,17 @@ memory-mapped checkpoint's pages are file-backed and not counted) throughout the
 
 The CPU devices live in host memory, so the parameters' own bytes stay anonymous after the
 load; the *overhead* is what the load needs beyond them:
-``peak - baseline - resident parameter bytes``. Bound: at most 2 x the largest stored tensor
-(the blocks of the parameter being placed on the host, plus their device copies while
-``make_array_from_callback`` places them). Measured on this machine: see the printed line
-(~1x the largest tensor); reading whole files instead would cost the checkpoint's size (12x).
+``peak - baseline - resident parameter bytes``, on one device and on 8, in the stored dtype
+and cast to bfloat16 on the host.
+
+Bounds, in units of the largest stored tensor: 1.2 in the stored dtype (issue #4's target):
+blocks are strided views of the map that the transfer copies, so no host copy is made at all
+(measured 0.22-0.32: the allocator's and runtime's own churn). 2.0 with a cast: the cast
+copy of the one parameter holding the host-copy slot (half the fp32 tensor, in bf16) plus
+what glibc keeps of freed copies: its malloc raises its mmap threshold after a large free and
+then serves such sizes from arenas that it does not give back at once (measured 1.0-1.9 on
+this machine, 0.73 on one device with ``MALLOC_MMAP_THRESHOLD_=1048576``). Reading whole
+files instead would cost the checkpoint's size (12x).
 """
 
 from __future__ import annotations
@@ -32,7 +39,8 @@ from tests.sharding.common import small_config
 
 WORKER = Path(__file__).with_name("memory_worker.py")
 ROOT = Path(__file__).resolve().parents[2]
-OVERHEAD_BOUND = 2.0   # x the largest stored tensor
+#: x the largest stored tensor: (with a cast, in the stored dtype)
+OVERHEAD_BOUND = {True: 1.2, False: 2.0}
 
 
 def _write_random_safetensors(shapes: dict[str, tuple[int, ...]], path: Path) -> None:
@@ -64,7 +72,8 @@ def big_checkpoint(tmp_path_factory):
     return cfg, path, largest
 
 
-@pytest.mark.parametrize("mesh,dtype", [("fsdp=8", "stored"), ("fsdp=4,tp=2", "bfloat16")])
+@pytest.mark.parametrize("mesh,dtype", [("one-device", "stored"), ("fsdp=8", "stored"),
+                                        ("one-device", "bfloat16"), ("fsdp=4,tp=2", "bfloat16")])
 def test_streamed_loading_overhead_is_a_small_multiple_of_the_largest_tensor(
         big_checkpoint, mesh, dtype, record_property):
     cfg, path, largest = big_checkpoint
@@ -83,4 +92,4 @@ def test_streamed_loading_overhead_is_a_small_multiple_of_the_largest_tensor(
           f"{overhead / largest:.2f} x the largest tensor ({m['samples']} samples)")
     record_property(f"memory_{mesh}_{dtype}", dict(m, overhead=overhead, largest_stored=largest))
     assert m["samples"] > 100
-    assert overhead <= OVERHEAD_BOUND * largest
+    assert overhead <= OVERHEAD_BOUND[dtype == "stored"] * largest

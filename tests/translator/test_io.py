@@ -393,6 +393,30 @@ def test_read_slice_matches_numpy_indexing(tmp_path, fmt):
             ckpt["c"].read_slice((9,))
 
 
+@pytest.mark.parametrize("fmt", ["pth", "safetensors"])
+def test_read_view_is_a_strided_view_on_the_map(tmp_path, fmt):
+    """What placement hands to a device transfer: never a copy, whatever the selection."""
+    base = random_tensor((6, 5, 4), torch.float32)
+    tensors = {"c": base, "t": base.permute(2, 0, 1)} if fmt == "pth" else {"c": base}
+    path = tmp_path / f"v.{fmt}"
+    if fmt == "pth":
+        torch.save(tensors, path)
+    else:
+        safetensors.torch.save_file(tensors, path)
+    with open_checkpoint(path) as ckpt:
+        for key, tensor in tensors.items():
+            full = tensor.numpy()
+            for index in [(), (slice(1, 3),), (slice(None), slice(1, 4)), (Ellipsis, 2)]:
+                before = ckpt.bytes_read
+                got = ckpt[key].read_view(index)
+                np.testing.assert_array_equal(got, full[index])
+                assert not got.flags.writeable and not got.flags.owndata
+                assert ckpt.bytes_read - before == full[index].nbytes
+        assert not ckpt["c"].read_view((slice(None), slice(1, 4))).flags.c_contiguous
+        with pytest.raises(TypeError, match="read_view"):
+            ckpt["c"].read_view(([0, 1],))
+
+
 def test_bytes_read_counts_only_what_is_read(tmp_path):
     tensors = {
         "a": torch.zeros(10, 10),

@@ -151,6 +151,28 @@ def test_materialize_is_a_view_until_cast():
     assert plan.targets["lin.kernel"].materialize(sd, dtype="float16").dtype == np.float16
 
 
+def test_copies_on_host_says_whether_materialize_copies():
+    """``vidax.load`` lets one copying target at a time hold a host buffer: the prediction
+    must never miss a copy materialize makes, for any rule kind."""
+    sd = _sd(lin__weight=(4, 3), qkv__weight=(6, 3), to_q__weight=(4, 4), to_k__weight=(4, 4),
+             res__gamma=(4, 1, 1, 1), conv__weight=(2, 3, 1, 2, 2))
+    sd["f32.weight"] = sd.pop("lin.weight")
+    m = Mapper("t", (Split(r"qkv\.weight", ("a.weight", "b.weight"), axis=0),
+                     Merge(r"to_(?P<part>[qk])\.weight", "qk.weight", ("q", "k")),
+                     Transform(r"\.gamma$", reshape=lambda s: (s[0],), leaf="scale")))
+    plan = m.plan(sd)
+    for dtype in (None, "float32", "bfloat16"):
+        for path, target in plan.targets.items():
+            out = target.materialize(sd, dtype=dtype)
+            copied = not any(np.shares_memory(out, sd[k]) for k in target.keys)
+            predicted = target.copies_on_host(sd, dtype)
+            assert predicted or not copied, (path, dtype)      # never misses a copy
+            if target.reshape is None:                          # and is exact but for reshapes
+                assert predicted == copied, (path, dtype)
+    assert not plan.targets["conv.kernel"].copies_on_host(sd)      # a permutation is a view
+    assert plan.targets["qk.kernel"].copies_on_host(sd)             # a merge concatenates
+
+
 def test_dequantize_fp8_with_scale():
     import ml_dtypes
 

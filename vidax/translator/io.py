@@ -274,13 +274,25 @@ class TensorRef:
     def read_slice(self, index: Any) -> np.ndarray:
         """The sub-block ``tensor[index]`` (ints, slices and ``...``; numpy semantics), reading
         only the file pages that hold the selected elements."""
+        return self._materialise(self._select(index, "read_slice"))
+
+    def read_view(self, index: Any = ()) -> np.ndarray:
+        """``tensor[index]`` as a read-only view on the map, strided where the selection is
+        not contiguous in the file: never a copy. For a consumer that copies anyway -- a
+        device transfer copies a strided host array itself (transposing as it goes), so a
+        copy here would only be a second one. Counts the selected bytes in ``bytes_read``."""
+        view = self._select(index, "read_view")
+        self._counter.add(view.nbytes)
+        return view
+
+    def _select(self, index: Any, method: str) -> np.ndarray:
         index = index if isinstance(index, tuple) else (index,)
         for item in index:
             if isinstance(item, (bool, np.bool_)) or not (
                 item is Ellipsis or isinstance(item, (slice, int, np.integer))
             ):
-                raise TypeError(f"read_slice takes ints, slices and ..., not {type(item).__name__}")
-        return self._materialise(self._view()[index])
+                raise TypeError(f"{method} takes ints, slices and ..., not {type(item).__name__}")
+        return self._view()[index]
 
 
 class Checkpoint(Mapping[str, TensorRef]):

@@ -142,10 +142,20 @@ class Target:
         keys = [s.key for s in self.sources] + ([self.scale] if self.scale else [])
         return tuple(dict.fromkeys(keys))
 
+    def copies_on_host(self, stored: Mapping, dtype=None) -> bool:
+        """Whether :meth:`materialize` may make a host copy rather than return a view of the
+        map: a merge, a dequantization or a cast does; a reshape is counted as one (it is a
+        view only of a contiguous block); a layout permutation never copies."""
+        want = dtype if dtype is not None else self.cast
+        return (len(self.sources) > 1 or self.scale is not None or self.reshape is not None
+                or (want is not None and converter.as_dtype(want)
+                    != converter.as_dtype(stored[self.sources[0].key].dtype)))
+
     def materialize(self, tensors: Mapping, dtype=None) -> np.ndarray:
-        """The Flax-layout array, read from ``tensors`` (key -> object with ``read()`` /
-        ``read_slice()``, e.g. a ``vidax.translator.io.Checkpoint``), cast to ``dtype``
-        (or the rule's cast) on the host. A view of the memory map where no step copies."""
+        """The Flax-layout array, read from ``tensors`` (key -> object with ``read_view()``,
+        e.g. a ``vidax.translator.io.Checkpoint``, or an array), cast to ``dtype`` (or the
+        rule's cast) on the host. A view of the memory map -- strided where the layout
+        permutes axes or a split cuts an inner one -- where no step copies."""
         parts = [_read(tensors[s.key], s.index(len(tensors[s.key].shape)))
                  for s in self.sources]
         array = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=self.concat_axis)
@@ -164,10 +174,10 @@ class Target:
 
 
 def _read(ref, index):
-    """A stored tensor (or a block of it): a ``TensorRef`` reads lazily from its file; a
+    """A stored tensor (or a block of it), as a view: a ``TensorRef``'s on its file's map; a
     plain array (an in-memory state dict) is indexed."""
-    if hasattr(ref, "read"):
-        return ref.read() if index is None else ref.read_slice(index)
+    if hasattr(ref, "read_view"):
+        return ref.read_view(() if index is None else index)
     array = np.asarray(ref)
     return array if index is None else array[index]
 

@@ -33,11 +33,13 @@ def flat_params(module: nnx.Module) -> dict[str, object]:
 @functools.lru_cache(maxsize=32)
 def abstract_params(model_cls: type, config) -> dict[str, jax.ShapeDtypeStruct]:
     """The parameter shapes of ``model_cls(config)``, built abstractly (no memory)."""
-    model = nnx.eval_shape(lambda: model_cls(config))
-    return flat_params(model)
+    return flat_params(abstract_model(model_cls, config))
 
 
+@functools.lru_cache(maxsize=8)
 def abstract_model(model_cls: type, config) -> nnx.Module:
+    """``model_cls(config)`` built abstractly (shapes only), once per class and config. Shared:
+    callers split it (``nnx.split``) and merge real arrays into a new module, never mutate it."""
     return nnx.eval_shape(lambda: model_cls(config))
 
 
