@@ -18,6 +18,9 @@ torch; nothing can be installed), designed to finish in under 6 minutes:
   ``--attention xla|cudnn``; the authors' ``flash_attention`` (flash-attn, not installed
   there) is replaced by ``torch.nn.functional.scaled_dot_product_attention`` with their
   bf16 casts, which picks its flash kernel on Hopper.
+* Placement first: ``jax.device_put`` of a transposed bf16 view of the 14B FFN weight (how
+  ``vidax.load`` places a Linear kernel without a host-side transpose) must equal the
+  contiguous copy; its GB/s is printed beside the plain transfer's.
 * Timing: the blocks alone (x already patch-embedded, e0 and the text context given),
   jitted as one function; warm, best and median of ``--repeats``; per block = time /
   blocks; full depth = per block x the model's block count (the embeddings and head are a
@@ -110,6 +113,30 @@ def timed(fn, sync, repeats: int, warmup: int = 2) -> list[float]:
         sync(fn())
         times.append(time.perf_counter() - start)
     return times
+
+
+# ------------------------------------------------------------------------ placement
+def check_strided_placement(shape: tuple[int, int], repeats: int) -> dict:
+    """What ``vidax.load`` relies on: ``jax.device_put`` of a transposed numpy view (a Linear
+    weight's ``[in, out]`` kernel seen on the stored ``[out, in]`` bytes) places the
+    transposed array, the transfer doing the transpose. Checked for equality against the
+    contiguous copy, and timed beside the plain transfer of the stored bytes (GB/s)."""
+    import ml_dtypes
+
+    stored = np.random.default_rng(0).standard_normal(shape, np.float32).astype(
+        ml_dtypes.bfloat16)
+    view = stored.T
+    placed = jax.device_put(view)
+    equal = bool(np.array_equal(np.asarray(placed), np.ascontiguousarray(view)))
+    sync = jax.block_until_ready
+    plain = min(timed(lambda: jax.device_put(stored), sync, repeats))
+    strided = min(timed(lambda: jax.device_put(view), sync, repeats))
+    result = {"shape": list(shape), "equal": equal, "plain_gb_s": stored.nbytes / plain / 1e9,
+              "strided_gb_s": stored.nbytes / strided / 1e9}
+    print(f"placement of a transposed {shape[1]}x{shape[0]} bf16 view: equal {equal}; "
+          f"{result['strided_gb_s']:.1f} GB/s strided vs {result['plain_gb_s']:.1f} GB/s "
+          "for the stored bytes as they are", flush=True)
+    return result
 
 
 # ----------------------------------------------------------------------------- vidax
@@ -268,6 +295,10 @@ def main():
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("vidax.attention").setLevel(logging.INFO)
 
+    # the 14B FFN weight, [ffn, dim]; a small one on the CPU smoke run
+    placement = check_strided_placement((256, 128) if args.smoke else (13824, 5120),
+                                        args.repeats)
+
     wan = None
     if not args.no_torch:
         try:
@@ -320,8 +351,8 @@ def main():
               f"{r['tflop_per_block']:.2f} | {r['tflops']:.1f} | {mfu} |")
     if args.out:
         Path(args.out).write_text(json.dumps({"device": name, "peak_bf16_tflops": peak,
-                                              "jax": jax.__version__, "results": results},
-                                             indent=1))
+                                              "jax": jax.__version__, "results": results,
+                                              "strided_placement": placement}, indent=1))
 
 
 if __name__ == "__main__":
