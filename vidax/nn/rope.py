@@ -73,3 +73,18 @@ def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
     cos, sin = cos[:, None, :], sin[:, None, :]  # broadcast over heads
     out = jnp.stack([re * cos - im * sin, re * sin + im * cos], axis=-1)
     return out.reshape(x.shape).astype(x.dtype)
+
+
+def apply_rope_half(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
+    """Rotate ``x [B, L, heads, D]`` in the half-split ("NeoX", ``rotate_half``) convention by
+    tables ``[L, D // 2]``: feature ``i`` and feature ``i + D/2`` form pair ``i``, so a table of
+    ``D // 2`` angles serves both halves (the authors' ``cat([angles] * 2)`` layouts: TE's
+    non-interleaved ``apply_rotary_pos_emb``, diffusers' ``use_real_unbind_dim=-2``).
+
+    Computes in the tables' dtype and returns ``x``'s dtype.
+    """
+    xf = x.astype(cos.dtype)
+    first, second = jnp.split(xf, 2, axis=-1)
+    cos, sin = cos[:, None, :], sin[:, None, :]  # broadcast over heads
+    out = jnp.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
+    return out.astype(x.dtype)
