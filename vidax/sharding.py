@@ -225,6 +225,36 @@ LTX_VIDEO_DIT = PartitionRules(
     ),
 )
 
+#: vidax.models.cosmos2_5.CosmosDiT: Cosmos-Predict2.5 (2B, 14B), either key layout. Its q/k
+#: RMSNorms are per head ([head_dim]): every tp shard holds whole heads and the whole scale,
+#: so they stay replicated (small, below min_shard_bytes). The Reason1 projection
+#: ``crossattn_proj`` ([100352, 1024]) is left to FSDP: splitting its columns would only make
+#: the column-split k/v projections gather them again.
+COSMOS2_5_DIT = PartitionRules(
+    name="cosmos2_5_dit",
+    rules=(
+        (r"blocks\.\d+\.(self_attn|cross_attn)\.(q_proj|k_proj|v_proj)\.kernel", _COL),
+        (r"blocks\.\d+\.(self_attn|cross_attn)\.output_proj\.kernel", _ROW),
+        (r"blocks\.\d+\.mlp\.layer1\.kernel", _COL),
+        (r"blocks\.\d+\.mlp\.layer2\.kernel", _ROW),
+    ),
+)
+
+#: vidax.models.cogvideox.dit.CogVideoXDiT: CogVideoX / CogVideoX1.5. q/k/v by columns (whole
+#: heads: 2b has 30 heads, the 5B models 48, so tp must divide those), the output and the
+#: shared FFN's second Linear by rows; the per-head q/k LayerNorms ([head_dim]) stay whole.
+COGVIDEOX_DIT = PartitionRules(
+    name="cogvideox_dit",
+    rules=(
+        (r"transformer_blocks\.\d+\.attn1\.(to_q|to_k|to_v)\.kernel", _COL),
+        (r"transformer_blocks\.\d+\.attn1\.(to_q|to_k|to_v)\.bias", _VEC),
+        (r"transformer_blocks\.\d+\.attn1\.to_out\.kernel", _ROW),
+        (r"transformer_blocks\.\d+\.ff\.proj_in\.kernel", _COL),
+        (r"transformer_blocks\.\d+\.ff\.proj_in\.bias", _VEC),
+        (r"transformer_blocks\.\d+\.ff\.proj_out\.kernel", _ROW),
+    ),
+)
+
 DEFAULT = PartitionRules(name="default")
 
 # Keyed by the model class ("module:Class", as the registry names it): the rules speak of
@@ -235,6 +265,8 @@ _RULES: dict[str, PartitionRules] = {
     "vidax.models.wan2_1.dit:WanDiT": WAN_DIT,
     "vidax.models.t5:T5Encoder": T5_ENCODER,
     "vidax.models.ltx_video.dit:LTXVideoDiT": LTX_VIDEO_DIT,
+    "vidax.models.cosmos2_5:CosmosDiT": COSMOS2_5_DIT,
+    "vidax.models.cogvideox.dit:CogVideoXDiT": COGVIDEOX_DIT,
 }
 
 

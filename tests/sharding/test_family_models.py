@@ -1,6 +1,7 @@
-"""The other families' DiTs on meshes of 8 simulated CPU devices: the LTX-Video 0.9.8 DiT and
-the Wan2.2 TI2V-5B DiT (per-token timesteps) give the single-device output under dp, fsdp,
-tp, sp and mixed meshes, with their parameters placed by their partition rules.
+"""The other families' DiTs on meshes of 8 simulated CPU devices: the LTX-Video 0.9.8 DiT, the
+Wan2.2 TI2V-5B DiT (per-token timesteps), the Cosmos-Predict2.5 DiT and the CogVideoX DiT (5b
+kind: RoPE) give the single-device output under dp, fsdp, tp, sp and mixed meshes, with their
+parameters placed by their partition rules.
 
 Bound as in test_sharded_dit.py: float32 "highest", max |sharded - single| <= 1e-4 x std.
 Random (KeyGen) weights suffice here: the loading path is covered there; this is about the
@@ -16,6 +17,8 @@ import pytest
 from flax import nnx
 
 from vidax import sharding
+from vidax.models.cogvideox.dit import CogVideoXDiT, CogVideoXDiTConfig
+from vidax.models.cosmos2_5 import CosmosDiT, CosmosDiTConfig
 from vidax.models.ltx_video.dit import LTXVideoDiT, LTXVideoDiTConfig
 from vidax.models.wan2_1.dit import WanDiT
 from vidax.translator.mappings.wan2_2 import Wan22DiTConfigs
@@ -104,6 +107,54 @@ def _run_wan(model, x, t, context):
 @pytest.mark.parametrize("spec", MESHES)
 def test_wan2_2_ti2v_dit_on_a_mesh(ti2v, spec):
     _check(_run_wan, *ti2v, spec)
+
+
+# ----------------------------------------------------------------------------- Cosmos2.5
+@pytest.fixture(scope="module")
+def cosmos():
+    cfg = dataclasses.replace(CosmosDiTConfig.tiny(), model_channels=128, num_heads=8)
+    rng = np.random.default_rng(0)
+    grid = (2, 8, 12)                  # latent T, H, W -> 2 x 4 x 6 = 48 tokens
+    condition = np.zeros((2, *grid, 1), np.float32)
+    condition[:, 0] = 1.0              # the first latent frame conditions (video2world)
+    inputs = {"x": rng.standard_normal((2, *grid, cfg.in_channels)).astype(np.float32),
+              "timesteps": np.array([[0.1, 800.0], [0.1, 300.0]], np.float32),
+              "context": rng.standard_normal(
+                  (2, 10, cfg.crossattn_proj_in_channels)).astype(np.float32),
+              "condition_mask": condition}
+    return CosmosDiT(cfg, keys=3), inputs
+
+
+@nnx.jit
+def _run_cosmos(model, x, timesteps, context, condition_mask):
+    return model(x, timesteps, context, condition_mask=condition_mask)
+
+
+@pytest.mark.parametrize("spec", MESHES)
+def test_cosmos2_5_dit_on_a_mesh(cosmos, spec):
+    _check(_run_cosmos, *cosmos, spec)
+
+
+# ----------------------------------------------------------------------------- CogVideoX
+@pytest.fixture(scope="module")
+def cogvideox():
+    cfg = dataclasses.replace(CogVideoXDiTConfig.tiny("5b"), num_attention_heads=8)
+    rng = np.random.default_rng(0)
+    inputs = {"x": rng.standard_normal((2, 2, 8, 12, cfg.in_channels)).astype(np.float32),
+              "context": rng.standard_normal(
+                  (2, cfg.max_text_seq_length, cfg.text_embed_dim)).astype(np.float32),
+              "t": np.array([900.0, 250.0], np.float32)}
+    return CogVideoXDiT(cfg, keys=4), inputs
+
+
+@nnx.jit
+def _run_cogvideox(model, x, context, t):
+    return model(x, context, t)
+
+
+@pytest.mark.parametrize("spec", MESHES)
+def test_cogvideox_dit_on_a_mesh(cogvideox, spec):
+    _check(_run_cogvideox, *cogvideox, spec)
 
 
 def test_rules_split_the_ltx_attention_by_heads():
