@@ -7,3 +7,4 @@ from vidax.translator.mappings import wan2_2_diffusers  # noqa: F401
 from vidax.translator.mappings import ltx_video  # noqa: F401
 from vidax.translator.mappings import cogvideox  # noqa: F401
 from vidax.translator.mappings import cosmos2_5  # noqa: F401
+from vidax.translator.mappings import reason1  # noqa: F401

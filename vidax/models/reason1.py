@@ -1,0 +1,334 @@
+"""The Qwen2.5-VL language model as a text encoder: Cosmos-Reason1-7B (Cosmos-Predict2.5) and
+Qwen2.5-VL-7B-Instruct (HunyuanVideo-1.5).
+
+Both releases are the same 7B decoder (Reason1 is a fine-tune of Qwen2.5-VL-7B); the video
+pipelines read its hidden states, never its logits, and feed it text only, so vidax ports the
+language model alone. It mirrors transformers' ``Qwen2_5_VLTextModel``
+(``transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py``) with its module names, so the
+mapper only strips the checkpoint's prefix:
+
+=====================================================  ==========================================
+transformers (torch)                                   vidax
+=====================================================  ==========================================
+``embed_tokens.weight``                                ``embed_tokens.embedding`` [vocab, hidden]
+``layers.N.self_attn.{q,k,v}_proj.{weight,bias}``      same (``kernel``/``bias``; GQA: k/v narrower)
+``layers.N.self_attn.o_proj.weight``                   same (``kernel``, no bias)
+``layers.N.mlp.{gate,up,down}_proj.weight``            same (``kernel``, no bias)
+``layers.N.{input,post_attention}_layernorm.weight``   same (``scale``)
+``norm.weight``                                        ``norm.scale``
+=====================================================  ==========================================
+
+The math, as transformers computes it:
+
+* pre-norm decoder layers: ``x + attn(rms(x))``, then ``x + mlp(rms(x))``; RMSNorm statistics
+  in float32, the normalised activations cast back to the input dtype and *then* scaled
+  (``Qwen2_5_VLRMSNorm``).
+* attention: causal, grouped-query (each key/value head serves ``heads / kv_heads``
+  consecutive query heads, ``repeat_kv``), ``1/sqrt(head_dim)`` scale; an optional padding
+  mask removes padded *keys* (HunyuanVideo-1.5 passes its tokenizer's mask; Cosmos passes none).
+* multimodal RoPE (``Qwen2_5_VLRotaryEmbedding``): every token has three positions (time,
+  height, width); the ``head_dim / 2`` rotation frequencies are cut into ``mrope_section``
+  chunks ([16, 24, 24]) and chunk ``i`` turns by position ``i``. Text tokens have
+  ``t = h = w = index``, so for text this is ordinary half-split ("rotate_half") RoPE. The
+  angles are float32 products of float32 positions and float32 frequencies, and the cos/sin
+  tables are cast to the activations' dtype before rotating, as transformers does.
+* SwiGLU MLP: ``down(silu(gate(x)) * up(x))``.
+
+``__call__`` returns every hidden state in transformers' ``output_hidden_states`` convention:
+index 0 is the token embeddings, index ``i`` the output of decoder layer ``i - 1``, and the
+last one is taken *after* the final norm (the raw output of the last layer is not returned).
+Cosmos-Predict2.5 turns them into its text embedding with :func:`full_concat`;
+HunyuanVideo-1.5 takes ``hidden_states[-3]`` (the output of layer 25 of 28).
+
+Precision: the computation runs in the parameters' dtype (``embed_tokens``'s), as
+transformers' ``model.to(dtype)``; the releases are bfloat16 and ``vidax.load(...,
+dtype=jnp.float32)`` gives a float32 encoder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from vidax.errors import VidaxError
+from vidax.nn.attention import attention
+from vidax.nn.layers import Embedding, KeyGen, Linear
+from vidax.nn.rope import apply_rope_half
+
+
+@dataclass(frozen=True)
+class Reason1Config:
+    """The Qwen2.5-VL language model (transformers' ``Qwen2_5_VLTextConfig`` fields that shape
+    it). ``head_dim`` is ``hidden_size / num_attention_heads``, as transformers' attention
+    takes it; ``mrope_section`` splits ``head_dim / 2`` rotation frequencies over (t, h, w)."""
+
+    vocab_size: int = 152064
+    hidden_size: int = 3584
+    intermediate_size: int = 18944
+    num_hidden_layers: int = 28
+    num_attention_heads: int = 28
+    num_key_value_heads: int = 4
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 1e6
+    mrope_section: tuple[int, ...] = (16, 24, 24)
+
+    def __post_init__(self):
+        object.__setattr__(self, "mrope_section", tuple(int(s) for s in self.mrope_section))
+        if self.hidden_size % self.num_attention_heads:
+            raise VidaxError(f"Qwen2.5-VL hidden_size {self.hidden_size} must split into "
+                             f"{self.num_attention_heads} equal heads")
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise VidaxError(f"Qwen2.5-VL num_attention_heads {self.num_attention_heads} must be "
+                             f"a multiple of num_key_value_heads {self.num_key_value_heads}")
+        if len(self.mrope_section) != 3 or 2 * sum(self.mrope_section) != self.head_dim:
+            raise VidaxError(f"Qwen2.5-VL mrope_section {list(self.mrope_section)} must be three "
+                             f"chunks (t, h, w) of head_dim / 2 = {self.head_dim // 2} "
+                             "frequencies")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    # ------------------------------------------------------------------ presets
+    @classmethod
+    def reason1_7b(cls) -> Reason1Config:
+        """nvidia/Cosmos-Reason1-7B: Cosmos-Predict2.5's text encoder (a Qwen2.5-VL-7B
+        fine-tune, the same architecture)."""
+        return cls()
+
+    @classmethod
+    def qwen2_5_vl_7b_instruct(cls) -> Reason1Config:
+        """Qwen/Qwen2.5-VL-7B-Instruct: HunyuanVideo-1.5's text encoder."""
+        return cls()
+
+    @classmethod
+    def tiny(cls) -> Reason1Config:
+        """For tests: grouped-query attention (4 query heads on 2 key/value heads), unequal
+        mRoPE chunks, the real eps and theta."""
+        return cls(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+                   num_attention_heads=4, num_key_value_heads=2, mrope_section=(2, 3, 3))
+
+    # ------------------------------------------------------------------ from_dict
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Reason1Config:
+        """From a transformers ``config.json`` of Qwen2.5-VL (the whole model's, whose
+        ``text_config`` is read, or the text model's own), in the transformers 4.x spelling
+        (top-level fields, ``rope_scaling``) or 5.x (``rope_parameters``), or from a
+        manifest's flat ``config``. Vision settings are not the language model's business and
+        are not read. Values that would select a network vidax does not implement (another
+        activation, sliding-window attention, a ``head_dim`` other than hidden / heads, a
+        non-default RoPE type) are errors."""
+        text = d.get("text_config") or d
+        # transformers 4.x kept the text fields at the top level and only some in text_config
+        text = {**{k: v for k, v in d.items() if k != "text_config"}, **text}
+        rope = text.get("rope_parameters") or text.get("rope_scaling") or {}
+        rope_type = rope.get("rope_type", "default")
+        if rope_type != "default":
+            raise VidaxError(f"Qwen2.5-VL rope_type {rope_type!r}: vidax implements the default "
+                             "(unscaled) multimodal RoPE of the released models")
+        if text.get("hidden_act", "silu") != "silu":
+            raise VidaxError(f"Qwen2.5-VL hidden_act {text['hidden_act']!r}: vidax implements "
+                             "the SiLU-gated MLP")
+        if text.get("use_sliding_window"):
+            raise VidaxError("Qwen2.5-VL use_sliding_window=true: vidax implements full causal "
+                             "attention (the released models do not use the sliding window)")
+        try:
+            config = cls(
+                vocab_size=text["vocab_size"], hidden_size=text["hidden_size"],
+                intermediate_size=text["intermediate_size"],
+                num_hidden_layers=text["num_hidden_layers"],
+                num_attention_heads=text["num_attention_heads"],
+                num_key_value_heads=text.get("num_key_value_heads",
+                                             text["num_attention_heads"]),
+                rms_norm_eps=text.get("rms_norm_eps", 1e-6),
+                rope_theta=rope.get("rope_theta", text.get("rope_theta", 1e6)),
+                mrope_section=tuple(rope.get("mrope_section", text.get("mrope_section",
+                                                                        (16, 24, 24)))))
+        except KeyError as e:
+            raise VidaxError(f"Qwen2.5-VL config has no {e.args[0]!r} (neither at the top "
+                             "level nor in text_config)") from e
+        if text.get("head_dim") not in (None, config.head_dim):
+            raise VidaxError(f"Qwen2.5-VL head_dim {text['head_dim']} differs from hidden_size "
+                             f"/ num_attention_heads = {config.head_dim}, which transformers' "
+                             "attention uses")
+        return config
+
+
+# ---------------------------------------------------------------------------- functions
+def mrope_tables(position_ids: jax.Array, config: Reason1Config,
+                 dtype) -> tuple[jax.Array, jax.Array]:
+    """cos and sin ``[B, L, head_dim / 2]`` of the multimodal RoPE for ``position_ids``
+    ``[3, B, L]`` (t, h, w): ``Qwen2_5_VLRotaryEmbedding`` without its duplicated half (vidax's
+    half-split rotation reuses one table for both halves).
+
+    The frequencies are ``theta ** (-2i / head_dim)`` rounded once to float32 (transformers
+    raises in float32, which can land one unit in the last place away on some frequencies);
+    angles and their cos/sin are float32, then cast to ``dtype``.
+    """
+    dim = config.head_dim
+    inv_freq = (1.0 / np.power(float(config.rope_theta),
+                               np.arange(0, dim, 2, dtype=np.float64) / dim)).astype(np.float32)
+    angles = position_ids.astype(jnp.float32)[..., None] * inv_freq    # [3, B, L, dim/2]
+    bounds = np.cumsum((0, *config.mrope_section))
+    angles = jnp.concatenate([angles[axis, ..., lo:hi]
+                              for axis, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:]))], -1)
+    return jnp.cos(angles).astype(dtype), jnp.sin(angles).astype(dtype)
+
+
+def text_position_ids(batch: int, length: int) -> jax.Array:
+    """Text-only positions ``[3, B, L]``: ``t = h = w = index`` (transformers' default when no
+    position ids are given)."""
+    return jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32), (3, batch, length))
+
+
+def full_concat(hidden_states, *, eps: float = 1e-8) -> jax.Array:
+    """Cosmos-Predict2.5's text embedding from Reason1's hidden states: every state but the
+    token embeddings (``hidden_states[1:]``: 28 for the 7B model, the last one after the final
+    norm), each normalised per token over its features, ``(h - mean) / (std + eps)`` with the
+    unbiased std, concatenated on features -> ``[B, L, 28 * 3584]`` (diffusers'
+    ``Cosmos2_5_PredictBasePipeline._get_prompt_embeds``, the authors' ``full_concat``
+    strategy). Statistics in float32; the result in the hidden states' dtype."""
+    parts = []
+    for h in hidden_states[1:]:
+        hf = h.astype(jnp.float32)
+        mean = hf.mean(-1, keepdims=True)
+        std = jnp.std(hf, axis=-1, keepdims=True, ddof=1)
+        parts.append(((hf - mean) / (std + eps)).astype(h.dtype))
+    return jnp.concatenate(parts, axis=-1)
+
+
+# ---------------------------------------------------------------------------- modules
+class Qwen2RMSNorm(nnx.Module):
+    """Mirrors ``Qwen2_5_VLRMSNorm``: ``weight * (x / rms(x)).to(x.dtype)``. Not
+    ``vidax.nn.layers.RMSNorm``, which scales in float32 before its one rounding: in bfloat16
+    transformers rounds the normalised activations first, then the product."""
+
+    def __init__(self, dim: int, *, eps: float, param_dtype):
+        self.eps = eps
+        self.scale = nnx.Param(jnp.ones((dim,), param_dtype))
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        xf = x.astype(jnp.float32)
+        y = xf * jax.lax.rsqrt(jnp.square(xf).mean(-1, keepdims=True) + self.eps)
+        return self.scale[...].astype(x.dtype) * y.astype(x.dtype)
+
+
+class Qwen2Attention(nnx.Module):
+    """Mirrors ``Qwen2_5_VLAttention`` (no cache): biased q/k/v, unbiased o, RoPE on q and k,
+    key/value heads repeated over their query-head groups. A query with no key to attend to
+    (``no_keys``: a left pad under a padding mask) gets a zero attention output, as torch's
+    ``scaled_dot_product_attention`` (transformers' default kernel) returns for a fully masked
+    row; XLA's softmax would average every value instead."""
+
+    def __init__(self, cfg: Reason1Config, *, keys: KeyGen, param_dtype):
+        self.num_heads, self.num_kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
+        self.head_dim = cfg.head_dim
+        kw = dict(keys=keys, param_dtype=param_dtype)
+        kv = cfg.num_key_value_heads * cfg.head_dim
+        self.q_proj = Linear(cfg.hidden_size, cfg.hidden_size, **kw)
+        self.k_proj = Linear(cfg.hidden_size, kv, **kw)
+        self.v_proj = Linear(cfg.hidden_size, kv, **kw)
+        self.o_proj = Linear(cfg.hidden_size, cfg.hidden_size, bias=False, **kw)
+
+    def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array,
+                 no_keys: jax.Array | None) -> jax.Array:
+        b, n, _ = x.shape
+        q = self.q_proj(x).reshape(b, n, self.num_heads, self.head_dim)
+        k = self.k_proj(x).reshape(b, n, self.num_kv_heads, self.head_dim)
+        v = self.v_proj(x).reshape(b, n, self.num_kv_heads, self.head_dim)
+        rotate = jax.vmap(apply_rope_half)            # tables differ per batch row
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+        groups = self.num_heads // self.num_kv_heads
+        k, v = jnp.repeat(k, groups, axis=2), jnp.repeat(v, groups, axis=2)
+        out = attention(q, k, v, mask=mask)
+        if no_keys is not None:
+            out = jnp.where(no_keys[:, :, None, None], jnp.zeros((), out.dtype), out)
+        return self.o_proj(out.reshape(b, n, -1))
+
+
+class Qwen2MLP(nnx.Module):
+    """Mirrors transformers' ``Qwen2MLP``: ``down(silu(gate(x)) * up(x))``, no biases."""
+
+    def __init__(self, cfg: Reason1Config, *, keys: KeyGen, param_dtype):
+        kw = dict(keys=keys, bias=False, param_dtype=param_dtype)
+        self.gate_proj = Linear(cfg.hidden_size, cfg.intermediate_size, **kw)
+        self.up_proj = Linear(cfg.hidden_size, cfg.intermediate_size, **kw)
+        self.down_proj = Linear(cfg.intermediate_size, cfg.hidden_size, **kw)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return self.down_proj(jax.nn.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Qwen2DecoderLayer(nnx.Module):
+    """Mirrors ``Qwen2_5_VLDecoderLayer``: pre-norm attention and MLP, residual adds."""
+
+    def __init__(self, cfg: Reason1Config, *, keys: KeyGen, param_dtype):
+        kw = dict(keys=keys, param_dtype=param_dtype)
+        self.input_layernorm = Qwen2RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps,
+                                            param_dtype=param_dtype)
+        self.self_attn = Qwen2Attention(cfg, **kw)
+        self.post_attention_layernorm = Qwen2RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps,
+                                                     param_dtype=param_dtype)
+        self.mlp = Qwen2MLP(cfg, **kw)
+
+    def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array,
+                 no_keys: jax.Array | None) -> jax.Array:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, no_keys)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class Reason1TextModel(nnx.Module):
+    """Mirrors ``Qwen2_5_VLTextModel`` for text encoding (no cache, no sliding window).
+
+    ``__call__(input_ids [B, L] int, attention_mask=None, position_ids=None)`` -> a tuple of
+    ``num_hidden_layers + 1`` hidden states ``[B, L, hidden]`` (see the module docstring).
+
+    ``attention_mask``: ``[B, L]``, nonzero for real tokens; padded keys are masked out on top
+    of the causal mask (transformers' ``create_causal_mask``). ``None``: no padding mask, as
+    Cosmos-Predict2.5 runs it (trailing pads then attend to the prompt and to each other).
+    Queries at padded positions still get outputs, as transformers computes them (a left pad,
+    which sees no valid key, attends to nothing); callers drop them.
+    ``position_ids``: ``[B, L]`` (used for t, h and w alike) or ``[3, B, L]``; default
+    ``0 .. L-1`` for every row, whatever the mask (as transformers' text model).
+    """
+
+    def __init__(self, config: Reason1Config, *, keys: KeyGen | int = 0,
+                 param_dtype=jnp.float32):
+        cfg = self.config = config
+        keys = keys if isinstance(keys, KeyGen) else KeyGen(keys)
+        kw = dict(keys=keys, param_dtype=param_dtype)
+        self.embed_tokens = Embedding(cfg.vocab_size, cfg.hidden_size, **kw)
+        self.layers = nnx.List([Qwen2DecoderLayer(cfg, **kw)
+                                for _ in range(cfg.num_hidden_layers)])
+        self.norm = Qwen2RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps, param_dtype=param_dtype)
+
+    def __call__(self, input_ids: jax.Array, attention_mask: jax.Array | None = None,
+                 position_ids: jax.Array | None = None) -> tuple[jax.Array, ...]:
+        input_ids = jnp.asarray(input_ids)
+        b, n = input_ids.shape
+        if position_ids is None:
+            position_ids = text_position_ids(b, n)
+        position_ids = jnp.asarray(position_ids)
+        if position_ids.ndim == 2:
+            position_ids = jnp.broadcast_to(position_ids, (3, *position_ids.shape))
+        if position_ids.shape != (3, b, n):
+            raise VidaxError(f"Qwen2.5-VL position_ids of shape {list(position_ids.shape)}; "
+                             f"expected [{b}, {n}] or [3, {b}, {n}] for input_ids [{b}, {n}]")
+        x = self.embed_tokens(input_ids)
+        cos, sin = mrope_tables(position_ids, self.config, x.dtype)
+        mask = jnp.tril(jnp.ones((n, n), bool))[None, None]          # [1, 1, L, L]
+        no_keys = None
+        if attention_mask is not None:
+            mask = mask & (jnp.asarray(attention_mask) != 0)[:, None, None, :]
+            no_keys = ~mask[:, 0].any(-1)                              # [B, L]
+        hidden_states = [x]
+        for layer in self.layers:
+            x = layer(x, cos, sin, mask, no_keys)
+            hidden_states.append(x)
+        hidden_states[-1] = self.norm(x)
+        return tuple(hidden_states)
