@@ -9,3 +9,4 @@ from vidax.translator.mappings import cogvideox  # noqa: F401
 from vidax.translator.mappings import cosmos2_5  # noqa: F401
 from vidax.translator.mappings import reason1  # noqa: F401
 from vidax.translator.mappings import cosmos3  # noqa: F401
+from vidax.translator.mappings import hunyuan_video  # noqa: F401

@@ -1,0 +1,251 @@
+"""The HunyuanVideo 1.0 VAE (``vidax.models.hunyuan_video.vae``) against diffusers'
+``AutoencoderKLHunyuanVideo``.
+
+Oracle (DESIGN.md §6): diffusers' own class at a tiny config with the released structure
+(4 levels, space halved at levels 0-2 and time at levels 1-2, 2 encoder / 3 decoder resnets per
+level, shortcut convs where the width changes, frame-causal mid-block attention, quant convs;
+widths 8-32, 4 groups, 4 latent channels: 248 tensors, as many as the release), random values
+in every tensor (GroupNorm affines included), its ``state_dict()`` written with ``torch.save``
+as a bare dict into ``pytorch_model.pt`` -- the released file's layout -- and read back through
+``vidax.load``. The reference runs untiled (``use_tiling`` off, framewise encoding/decoding off;
+at these lengths diffusers would not tile anyway): the whole clip in one pass, as vidax does.
+
+Bound: float32, matmul precision "highest", max |vidax - diffusers| <= 1e-4 x std(diffusers)
+for the posterior mean, its log-variance and the decoded video (before any clamp). Measured:
+see the printed lines (``pytest -s``) and the docs' VAE section. Negative controls:
+``to_q`` <-> ``to_k`` of the encoder's mid-block attention, and ``conv1`` <-> ``conv2`` of one
+decoder resnet, exchanged in the saved file, must fail it; so must an unmasked mid-block
+attention. ``framewise=True`` (temporal tiles) is checked against diffusers' framewise
+encode/decode at 21 frames / 6 latent frames, where the one-pass output fails the bound.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+from flax import nnx
+
+import vidax
+from tests.parity import compare, randomize
+from vidax import manifests, registry
+from vidax.errors import VidaxError
+from vidax.loading import verify_manifest
+from vidax.models.hunyuan_video.vae import HunyuanVideoVAE, HunyuanVideoVAEConfig
+
+jax.config.update("jax_default_matmul_precision", "highest")
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
+
+MANIFEST = "hunyuan_video/t2v-720p__vae"
+BATCH, FRAMES, LATENT_FRAMES = 2, 9, 3
+HEIGHT, WIDTH = 16, 24                      # latent 2 x 3
+NEGATIVE = {
+    "encode": ("encoder.mid_block.attentions.0.to_q.", "encoder.mid_block.attentions.0.to_k."),
+    "decode": ("decoder.up_blocks.1.resnets.1.conv1.", "decoder.up_blocks.1.resnets.1.conv2."),
+}
+
+
+# ----------------------------------------------------------------------------- full size
+def test_manifest_verifies():
+    report = verify_manifest(manifests.get_manifest(MANIFEST))
+    assert report.ok, "\n".join(report.lines(10))
+    assert report.headline() == "matched 248/248 tensors, 246,478,803 parameters"
+
+
+def test_preset_is_the_released_config():
+    """The release's ``vae/config.json`` (the manifest's ``config``, the authors' keys) reads
+    as the preset."""
+    released = manifests.get_manifest(MANIFEST).config
+    spec = registry.get("hunyuan_video", "vae", "original")
+    assert HunyuanVideoVAEConfig.from_dict(released) == spec.make_config("t2v-720p")
+    assert spec.make_config("t2v-720p") == HunyuanVideoVAEConfig.t2v_720p()
+
+
+def test_full_size_traces():
+    """The released VAE (abstract): 9 frames at 64 x 96 -> 3 latent frames at 8 x 12 and back."""
+    cfg = HunyuanVideoVAEConfig.t2v_720p()
+    graphdef, state = nnx.split(nnx.eval_shape(lambda: HunyuanVideoVAE(cfg)))
+
+    def run(method, shape):
+        x = jax.ShapeDtypeStruct(shape, jnp.float32)
+        return jax.eval_shape(lambda s, x: getattr(nnx.merge(graphdef, s), method)(x), state, x)
+
+    assert run("moments", (1, 9, 64, 96, 3)).shape == (1, 3, 8, 12, 32)
+    assert run("reconstruct", (1, 3, 8, 12, 16)).shape == (1, 9, 64, 96, 3)
+
+
+def test_config_reader():
+    """diffusers' keys read too; what the model cannot run is refused by name."""
+    diffusers_keys = {"_class_name": "AutoencoderKLHunyuanVideo", "act_fn": "silu",
+                      "block_out_channels": [8, 16, 32, 32], "latent_channels": 4,
+                      "norm_num_groups": 4, "temporal_compression_ratio": 4,
+                      "down_block_types": ["HunyuanVideoDownBlock3D"] * 4,
+                      "up_block_types": ["HunyuanVideoUpBlock3D"] * 4}
+    assert HunyuanVideoVAEConfig.from_dict(diffusers_keys) == HunyuanVideoVAEConfig.tiny()
+    for bad in ({"act_fn": "relu"}, {"time_compression_ratio": 8},
+                {"down_block_types": ["DownEncoderBlock2D"] * 4}, {"frobnicate": 1},
+                {"block_out_channels": [8, 16, 32, 30]}):
+        with pytest.raises(VidaxError):
+            HunyuanVideoVAEConfig.from_dict(bad)
+
+
+# ----------------------------------------------------------------------------- tiny parity
+def _ncthw(x: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(x).permute(0, 4, 1, 2, 3)
+
+
+def _channels_last(x: torch.Tensor) -> np.ndarray:
+    return x.permute(0, 2, 3, 4, 1).numpy()
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory):
+    """diffusers' tiny VAE saved as the release is, the inputs, and its outputs."""
+    from diffusers import AutoencoderKLHunyuanVideo
+
+    cfg = HunyuanVideoVAEConfig.tiny()
+    ref = AutoencoderKLHunyuanVideo(block_out_channels=cfg.block_out_channels,
+                                    latent_channels=cfg.latent_channels,
+                                    norm_num_groups=cfg.norm_num_groups).eval()
+    ref.disable_tiling()
+    ref.use_framewise_encoding = ref.use_framewise_decoding = False
+    randomize(sorted(ref.named_parameters()), seed=0)
+    path = tmp_path_factory.mktemp("hunyuan_video_vae") / "pytorch_model.pt"
+    state = ref.state_dict()
+    assert len(state) == manifests.get_manifest(MANIFEST).num_tensors
+    torch.save(state, path)
+    rng = np.random.default_rng(1)
+    video = rng.uniform(-1, 1, (BATCH, FRAMES, HEIGHT, WIDTH, 3)).astype(np.float32)
+    z = rng.standard_normal((BATCH, LATENT_FRAMES, HEIGHT // 8, WIDTH // 8,
+                             cfg.latent_channels)).astype(np.float32)
+    with torch.no_grad():
+        posterior = ref.encode(_ncthw(video)).latent_dist
+        decoded = ref.decode(_ncthw(z)).sample
+    assert posterior.mean.shape[2] == LATENT_FRAMES and decoded.shape[2] == FRAMES
+    return {"ref": ref, "cfg": cfg, "path": path, "video": video, "z": z,
+            "mean": _channels_last(posterior.mean), "log_var": _channels_last(posterior.logvar),
+            "decoded": _channels_last(decoded)}
+
+
+def _outputs(model: HunyuanVideoVAE, case, direction: str):
+    if direction == "encode":
+        mean, log_var = model.encode(case["video"], normalize=False, return_log_var=True)
+        return np.asarray(mean), np.asarray(log_var)
+    return model.decode(case["z"], normalized=False, clamp=False)
+
+
+def test_vae_matches_diffusers(case, record_property):
+    model = vidax.load("hunyuan_video", "vae", case["path"], config=case["cfg"])
+    assert isinstance(model, HunyuanVideoVAE)
+    mean, log_var = _outputs(model, case, "encode")
+    decoded = _outputs(model, case, "decode")
+    for name, out, ref in (("hunyuan_video_vae_mean", mean, case["mean"]),
+                           ("hunyuan_video_vae_log_var", log_var, case["log_var"]),
+                           ("hunyuan_video_vae_decode", decoded, case["decoded"])):
+        stats = compare(name, out, ref, record_property)
+        assert stats["max_abs_diff"] <= stats["bound"], stats
+    # The scaled API: the pipeline's ``* scaling_factor`` / ``/ scaling_factor``.
+    cfg = case["cfg"]
+    np.testing.assert_allclose(np.asarray(model.encode(case["video"])),
+                               mean * cfg.scaling_factor, rtol=1e-6)
+    scaled = model.decode(case["z"] * cfg.scaling_factor)
+    np.testing.assert_allclose(scaled, np.clip(decoded, -1, 1), atol=1e-5)
+
+
+@pytest.mark.parametrize("direction, frames", [("encode", 1), ("encode", 6), ("decode", 1)])
+def test_vae_other_lengths(case, direction, frames, record_property):
+    """One frame (an image: no temporal resampling has anything to pair), a count that is not
+    4k + 1 (6 frames -> 2 latent frames, as diffusers' strided causal convs give), and one
+    latent frame (the upsamplers keep a lone first frame single)."""
+    model = vidax.load("hunyuan_video", "vae", case["path"], config=case["cfg"])
+    rng = np.random.default_rng(2)
+    if direction == "encode":
+        x = rng.uniform(-1, 1, (1, frames, HEIGHT, WIDTH, 3)).astype(np.float32)
+        with torch.no_grad():
+            ref = _channels_last(case["ref"].encode(_ncthw(x)).latent_dist.mean)
+        out = np.asarray(model.encode(x, normalize=False))
+    else:
+        x = rng.standard_normal((1, frames, HEIGHT // 8, WIDTH // 8,
+                                 case["cfg"].latent_channels)).astype(np.float32)
+        with torch.no_grad():
+            ref = _channels_last(case["ref"].decode(_ncthw(x)).sample)
+        out = model.decode(x, normalized=False, clamp=False)
+    stats = compare(f"hunyuan_video_vae_{direction}_{frames}_frames", out, ref, record_property)
+    assert stats["max_abs_diff"] <= stats["bound"], stats
+
+
+def _swap_prefixes(path: Path, out: Path, a: str, b: str) -> Path:
+    """A copy of the file with every tensor under prefix ``a`` exchanged with its twin under
+    ``b`` (same shapes), saved as the release is (bare dict, ``torch.save``)."""
+    tensors = torch.load(path, weights_only=True)
+    keys = [k for k in tensors if k.startswith(a)]
+    assert keys
+    for key in keys:
+        twin = b + key[len(a):]
+        tensors[key], tensors[twin] = tensors[twin], tensors[key]
+    torch.save(tensors, out)
+    return out
+
+
+@pytest.mark.parametrize("direction", ["encode", "decode"])
+def test_vae_negative_control(case, direction, tmp_path, record_property):
+    bad = _swap_prefixes(case["path"], tmp_path / "pytorch_model.pt", *NEGATIVE[direction])
+    model = vidax.load("hunyuan_video", "vae", bad, config=case["cfg"])
+    out = _outputs(model, case, direction)
+    out, ref = (out[0], case["mean"]) if direction == "encode" else (out, case["decoded"])
+    stats = compare(f"hunyuan_video_vae_negative_{direction}", out, ref, record_property)
+    assert stats["max_abs_diff"] > stats["bound"], stats
+
+
+def test_causal_mask_matters(case, monkeypatch, record_property):
+    """The parity above depends on the frame-causal mask: the same weights with the encoder's
+    mid-block attention unmasked (every frame sees every frame) fail the bound. Traced
+    afresh (a new jitted function), so no program compiled with the mask is reused."""
+    from vidax.models.hunyuan_video import vae
+
+    masked = vae.attention
+
+    def unmasked(q, k, v, *, mask):
+        return masked(q, k, v)
+
+    model = vidax.load("hunyuan_video", "vae", case["path"], config=case["cfg"])
+    monkeypatch.setattr(vae, "attention", unmasked)
+    graphdef, state = nnx.split(model)
+    moments = jax.jit(lambda s, x: nnx.merge(graphdef, s).moments(x))(
+        state, jnp.asarray(case["video"]))
+    mean = np.asarray(moments[..., :case["cfg"].latent_channels])
+    stats = compare("hunyuan_video_vae_negative_unmasked", mean, case["mean"], record_property)
+    assert stats["max_abs_diff"] > stats["bound"], stats
+
+
+def test_framewise_matches_diffusers(case, record_property):
+    """``framewise=True`` against diffusers' default ``use_framewise_encoding`` / ``_decoding``
+    (temporal tiles, blended): 21 frames encode as tiles of 17 and 9 frames (6 latent frames),
+    6 latent frames decode as tiles of 5 and 3. The one-pass outputs differ from
+    the tiled ones by far more than the bound, so this checks the tiling itself."""
+    ref, cfg = case["ref"], case["cfg"]
+    rng = np.random.default_rng(3)
+    video = rng.uniform(-1, 1, (1, 21, HEIGHT, WIDTH, 3)).astype(np.float32)
+    z = rng.standard_normal((1, 6, HEIGHT // 8, WIDTH // 8, cfg.latent_channels)
+                            ).astype(np.float32)
+    ref.use_framewise_encoding = ref.use_framewise_decoding = True
+    try:
+        with torch.no_grad():
+            ref_mean = _channels_last(ref.encode(_ncthw(video)).latent_dist.mean)
+            ref_video = _channels_last(ref.decode(_ncthw(z)).sample)
+    finally:
+        ref.use_framewise_encoding = ref.use_framewise_decoding = False
+    model = vidax.load("hunyuan_video", "vae", case["path"], config=cfg)
+    mean = np.asarray(model.encode(video, normalize=False, framewise=True))
+    decoded = model.decode(z, normalized=False, clamp=False, framewise=True)
+    for name, out, want in (("hunyuan_video_vae_framewise_mean", mean, ref_mean),
+                            ("hunyuan_video_vae_framewise_decode", decoded, ref_video)):
+        stats = compare(name, out, want, record_property)
+        assert stats["max_abs_diff"] <= stats["bound"], stats
+    one_pass = model.decode(z, normalized=False, clamp=False)
+    stats = compare("hunyuan_video_vae_negative_one_pass", one_pass, ref_video, record_property)
+    assert stats["max_abs_diff"] > stats["bound"], stats
