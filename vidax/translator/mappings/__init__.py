@@ -7,6 +7,7 @@ from vidax.translator.mappings import wan2_2_diffusers  # noqa: F401
 from vidax.translator.mappings import ltx_video  # noqa: F401
 from vidax.translator.mappings import cogvideox  # noqa: F401
 from vidax.translator.mappings import cosmos2_5  # noqa: F401
-from vidax.translator.mappings import reason1  # noqa: F401
-from vidax.translator.mappings import cosmos3  # noqa: F401
 from vidax.translator.mappings import hunyuan_video  # noqa: F401
+from vidax.translator.mappings import reason1  # noqa: F401
+from vidax.translator.mappings import ltx2_5  # noqa: F401
+from vidax.translator.mappings import cosmos3  # noqa: F401
