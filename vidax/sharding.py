@@ -255,6 +255,79 @@ COGVIDEOX_DIT = PartitionRules(
     ),
 )
 
+#: vidax.models.reason1.Reason1TextModel: the Qwen2.5-VL language model (Cosmos-Reason1-7B,
+#: HunyuanVideo-1.5's text encoder). Grouped-query attention: tp must divide the 4 key/value
+#: heads for k/v to split by whole heads.
+REASON1 = PartitionRules(
+    name="reason1",
+    rules=(
+        (r"layers\.\d+\.self_attn\.(q_proj|k_proj|v_proj)\.kernel", _COL),
+        (r"layers\.\d+\.self_attn\.(q_proj|k_proj|v_proj)\.bias", _VEC),
+        (r"layers\.\d+\.self_attn\.o_proj\.kernel", _ROW),
+        (r"layers\.\d+\.mlp\.(gate_proj|up_proj)\.kernel", _COL),
+        (r"layers\.\d+\.mlp\.down_proj\.kernel", _ROW),
+    ),
+)
+
+#: vidax.models.cosmos3.Cosmos3DiT: Cosmos3 Nano / Edge, both pathways (the prompt's
+#: ``to_*`` / ``mlp`` and the video's ``add_*`` / ``mlp_moe_gen``) split alike; tp must divide
+#: the 8 key/value heads. The per-head q/k norms stay whole.
+COSMOS3_DIT = PartitionRules(
+    name="cosmos3_dit",
+    rules=(
+        (r"layers\.\d+\.self_attn\.(to_q|to_k|to_v|add_q_proj|add_k_proj|add_v_proj)\.kernel",
+         _COL),
+        (r"layers\.\d+\.self_attn\.(to_out|to_add_out)\.kernel", _ROW),
+        (r"layers\.\d+\.(mlp|mlp_moe_gen)\.(gate_proj|up_proj)\.kernel", _COL),
+        (r"layers\.\d+\.(mlp|mlp_moe_gen)\.down_proj\.kernel", _ROW),
+    ),
+)
+
+#: vidax.models.hunyuan_video.dit.HunyuanVideoDiT: HunyuanVideo 1.0 (the fused qkv and
+#: linear1 are split into q/k/v(/mlp) by the mapper, so each splits by whole heads here). The
+#: single blocks' ``linear2`` reads [attention | MLP] concatenated: left to FSDP. The per-head
+#: q/k norms stay whole.
+HUNYUAN_VIDEO_DIT = PartitionRules(
+    name="hunyuan_video_dit",
+    rules=(
+        (r"double_blocks\.\d+\.(img|txt)_attn_(q|k|v)\.kernel", _COL),
+        (r"double_blocks\.\d+\.(img|txt)_attn_(q|k|v)\.bias", _VEC),
+        (r"double_blocks\.\d+\.(img|txt)_attn_proj\.kernel", _ROW),
+        (r"double_blocks\.\d+\.(img|txt)_mlp\.fc1\.kernel", _COL),
+        (r"double_blocks\.\d+\.(img|txt)_mlp\.fc1\.bias", _VEC),
+        (r"double_blocks\.\d+\.(img|txt)_mlp\.fc2\.kernel", _ROW),
+        (r"single_blocks\.\d+\.linear1_(q|k|v|mlp)\.kernel", _COL),
+        (r"single_blocks\.\d+\.linear1_(q|k|v|mlp)\.bias", _VEC),
+        (r"txt_in\.individual_token_refiner\.blocks\.\d+\.self_attn_(q|k|v)\.kernel", _COL),
+        (r"txt_in\.individual_token_refiner\.blocks\.\d+\.self_attn_(q|k|v)\.bias", _VEC),
+        (r"txt_in\.individual_token_refiner\.blocks\.\d+\.self_attn_proj\.kernel", _ROW),
+        (r"txt_in\.individual_token_refiner\.blocks\.\d+\.mlp\.fc1\.kernel", _COL),
+        (r"txt_in\.individual_token_refiner\.blocks\.\d+\.mlp\.fc1\.bias", _VEC),
+        (r"txt_in\.individual_token_refiner\.blocks\.\d+\.mlp\.fc2\.kernel", _ROW),
+    ),
+)
+
+#: vidax.models.ltx2.LTX2DiT: LTX-2.x (19B, 2.3/2.5 22B), both streams, the audio<->video
+#: cross-attentions and the two text connectors. Every attention's q/k RMSNorm spans its inner
+#: dim (as LTX-Video's): the scales follow the columns; the 2.3+ per-head gate logits too.
+_LTX2_ATTN = (r"(transformer_blocks\.\d+\.(attn1|attn2|audio_attn1|audio_attn2|"
+              r"audio_to_video_attn|video_to_audio_attn)|"
+              r"(video|audio)_embeddings_connector\.transformer_1d_blocks\.\d+\.attn1)")
+_LTX2_FF = (r"(transformer_blocks\.\d+\.(ff|audio_ff)|"
+            r"(video|audio)_embeddings_connector\.transformer_1d_blocks\.\d+\.ff)")
+LTX2_DIT = PartitionRules(
+    name="ltx2_dit",
+    rules=(
+        (_LTX2_ATTN + r"\.(to_q|to_k|to_v|to_gate_logits)\.kernel", _COL),
+        (_LTX2_ATTN + r"\.(to_q|to_k|to_v|to_gate_logits)\.bias", _VEC),
+        (_LTX2_ATTN + r"\.(q_norm|k_norm)\.scale", _VEC),
+        (_LTX2_ATTN + r"\.to_out\.kernel", _ROW),
+        (_LTX2_FF + r"\.proj_in\.kernel", _COL),
+        (_LTX2_FF + r"\.proj_in\.bias", _VEC),
+        (_LTX2_FF + r"\.proj_out\.kernel", _ROW),
+    ),
+)
+
 DEFAULT = PartitionRules(name="default")
 
 # Keyed by the model class ("module:Class", as the registry names it): the rules speak of
@@ -267,6 +340,10 @@ _RULES: dict[str, PartitionRules] = {
     "vidax.models.ltx_video.dit:LTXVideoDiT": LTX_VIDEO_DIT,
     "vidax.models.cosmos2_5:CosmosDiT": COSMOS2_5_DIT,
     "vidax.models.cogvideox.dit:CogVideoXDiT": COGVIDEOX_DIT,
+    "vidax.models.reason1:Reason1TextModel": REASON1,
+    "vidax.models.cosmos3:Cosmos3DiT": COSMOS3_DIT,
+    "vidax.models.hunyuan_video.dit:HunyuanVideoDiT": HUNYUAN_VIDEO_DIT,
+    "vidax.models.ltx2:LTX2DiT": LTX2_DIT,
 }
 
 

@@ -1,7 +1,8 @@
 """The other families' DiTs on meshes of 8 simulated CPU devices: the LTX-Video 0.9.8 DiT, the
-Wan2.2 TI2V-5B DiT (per-token timesteps), the Cosmos-Predict2.5 DiT and the CogVideoX DiT (5b
-kind: RoPE) give the single-device output under dp, fsdp, tp, sp and mixed meshes, with their
-parameters placed by their partition rules.
+Wan2.2 TI2V-5B DiT (per-token timesteps), the Cosmos-Predict2.5 DiT, the CogVideoX DiT (5b
+kind: RoPE), the Cosmos3 DiT (Nano kind), the HunyuanVideo 1.0 DiT (masked text), the LTX-2
+DiT (video and audio streams) and the Reason1 text encoder give the single-device output under dp, fsdp, tp, sp and mixed meshes, with their parameters placed by their partition
+rules.
 
 Bound as in test_sharded_dit.py: float32 "highest", max |sharded - single| <= 1e-4 x std.
 Random (KeyGen) weights suffice here: the loading path is covered there; this is about the
@@ -12,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
@@ -19,6 +21,10 @@ from flax import nnx
 from vidax import sharding
 from vidax.models.cogvideox.dit import CogVideoXDiT, CogVideoXDiTConfig
 from vidax.models.cosmos2_5 import CosmosDiT, CosmosDiTConfig
+from vidax.models.cosmos3 import Cosmos3DiT, Cosmos3DiTConfig
+from vidax.models.hunyuan_video.dit import HunyuanVideoDiT, HunyuanVideoDiTConfig
+from vidax.models.reason1 import Reason1Config, Reason1TextModel
+from vidax.models.ltx2 import LTX2DiT, LTX2DiTConfig, Modality, audio_positions, video_positions
 from vidax.models.ltx_video.dit import LTXVideoDiT, LTXVideoDiTConfig
 from vidax.models.wan2_1.dit import WanDiT
 from vidax.translator.mappings.wan2_2 import Wan22DiTConfigs
@@ -155,6 +161,119 @@ def _run_cogvideox(model, x, context, t):
 @pytest.mark.parametrize("spec", MESHES)
 def test_cogvideox_dit_on_a_mesh(cogvideox, spec):
     _check(_run_cogvideox, *cogvideox, spec)
+
+
+# ----------------------------------------------------------------------------- Cosmos3
+@pytest.fixture(scope="module")
+def cosmos3():
+    # 8 query and 8 key/value heads of 16: tp=8 splits both pathways by whole heads
+    cfg = dataclasses.replace(Cosmos3DiTConfig.tiny("nano"), hidden_size=128,
+                              num_attention_heads=8, num_key_value_heads=8)
+    rng = np.random.default_rng(0)
+    inputs = {"latents": rng.standard_normal((2, 2, 8, 12, cfg.latent_channel)
+                                             ).astype(np.float32),
+              "timesteps": np.array([937.0, 421.5], np.float32),
+              "input_ids": rng.integers(0, cfg.vocab_size, (2, 8)).astype(np.int32)}
+    return Cosmos3DiT(cfg, keys=5), inputs
+
+
+@nnx.jit
+def _run_cosmos3(model, latents, timesteps, input_ids):
+    return model(latents, timesteps, input_ids)
+
+
+@pytest.mark.parametrize("spec", MESHES)
+def test_cosmos3_dit_on_a_mesh(cosmos3, spec):
+    _check(_run_cosmos3, *cosmos3, spec)
+
+
+# ----------------------------------------------------------------------------- Reason1
+@pytest.fixture(scope="module")
+def reason1():
+    cfg = dataclasses.replace(Reason1Config.tiny(), hidden_size=128, num_attention_heads=8,
+                              num_key_value_heads=8)
+    rng = np.random.default_rng(0)
+    mask = np.ones((2, 16), np.int32)
+    mask[1, 11:] = 0                   # HunyuanVideo-1.5 pads its prompts
+    inputs = {"input_ids": rng.integers(0, cfg.vocab_size, (2, 16)).astype(np.int32),
+              "attention_mask": mask}
+    return Reason1TextModel(cfg, keys=6), inputs
+
+
+@nnx.jit
+def _run_reason1(model, input_ids, attention_mask):
+    return jnp.stack(model(input_ids, attention_mask))   # every hidden state
+
+
+@pytest.mark.parametrize("spec", MESHES)
+def test_reason1_text_encoder_on_a_mesh(reason1, spec):
+    _check(_run_reason1, *reason1, spec)
+
+
+# ----------------------------------------------------------------------------- HunyuanVideo
+@pytest.fixture(scope="module")
+def hunyuan():
+    cfg = dataclasses.replace(HunyuanVideoDiTConfig.tiny(), hidden_size=256, heads_num=8)
+    rng = np.random.default_rng(0)
+    mask = np.ones((2, 8), np.int32)
+    mask[1, 5:] = 0                    # right-padded prompt
+    inputs = {"x": rng.standard_normal((2, 2, 8, 12, cfg.in_channels)).astype(np.float32),
+              "t": np.array([900.0, 250.0], np.float32),
+              "text_states": rng.standard_normal((2, 8, cfg.text_states_dim)).astype(np.float32),
+              "text_mask": mask,
+              "text_states_2": rng.standard_normal((2, cfg.text_states_dim_2)
+                                                   ).astype(np.float32),
+              "guidance": np.array([6000.0, 6000.0], np.float32)}
+    return HunyuanVideoDiT(cfg, keys=7), inputs
+
+
+@nnx.jit
+def _run_hunyuan(model, x, t, text_states, text_mask, text_states_2, guidance):
+    return model(x, t, text_states, text_mask, text_states_2, guidance)
+
+
+@pytest.mark.parametrize("spec", MESHES)
+def test_hunyuan_video_dit_on_a_mesh(hunyuan, spec):
+    _check(_run_hunyuan, *hunyuan, spec)
+
+
+# ----------------------------------------------------------------------------- LTX-2
+_LTX2_GRID, _LTX2_AUDIO = (2, 4, 6), 8       # 48 video tokens, 8 audio frames
+
+
+@pytest.fixture(scope="module")
+def ltx2():
+    # 8 heads in both streams (video 8 x 16, audio 8 x 8), the text widths following
+    cfg = dataclasses.replace(LTX2DiTConfig.tiny(), num_attention_heads=8,
+                              audio_num_attention_heads=8, cross_attention_dim=128,
+                              audio_cross_attention_dim=64)
+    rng = np.random.default_rng(0)
+    n_video = int(np.prod(_LTX2_GRID))
+    f = lambda *s: rng.standard_normal(s).astype(np.float32)   # noqa: E731
+    mask = np.ones((2, 8), np.int32)
+    mask[1, :3] = 0                    # left padding
+    v_sigma, a_sigma = np.array([0.83, 0.21], np.float32), np.array([0.55, 0.9], np.float32)
+    inputs = {"v_latent": f(2, n_video, cfg.in_channels), "v_sigma": v_sigma,
+              "v_t": np.repeat(v_sigma[:, None], n_video, axis=1),
+              "v_context": f(2, 8, cfg.caption_channels), "mask": mask,
+              "a_latent": f(2, _LTX2_AUDIO, cfg.audio_in_channels), "a_sigma": a_sigma,
+              "a_t": np.repeat(a_sigma[:, None], _LTX2_AUDIO, axis=1),
+              "a_context": f(2, 8, cfg.caption_channels)}   # 19B: the DiT projects both
+    return LTX2DiT(cfg, keys=8), inputs
+
+
+@nnx.jit
+def _run_ltx2(model, v_latent, v_sigma, v_t, v_context, mask, a_latent, a_sigma, a_t,
+              a_context):
+    video = Modality(v_latent, v_sigma, v_t, video_positions(*_LTX2_GRID, 24.0), v_context, mask)
+    audio = Modality(a_latent, a_sigma, a_t, audio_positions(_LTX2_AUDIO), a_context, mask)
+    v, a = model(video, audio)
+    return jnp.concatenate([v.reshape(v.shape[0], -1), a.reshape(a.shape[0], -1)], axis=1)
+
+
+@pytest.mark.parametrize("spec", MESHES)
+def test_ltx2_dit_on_a_mesh(ltx2, spec):
+    _check(_run_ltx2, *ltx2, spec)
 
 
 def test_rules_split_the_ltx_attention_by_heads():
