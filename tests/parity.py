@@ -48,3 +48,13 @@ def randomize(named_params, seed: int) -> None:
                 p.copy_(1 + 0.2 * noise)
             else:
                 p.copy_(0.1 * noise)
+
+
+def to_ncthw(x: np.ndarray) -> torch.Tensor:
+    """A channels-last video ``[B, T, H, W, C]`` (vidax) as torch's ``[B, C, T, H, W]`` (a view)."""
+    return torch.from_numpy(x).permute(0, 4, 1, 2, 3)
+
+
+def to_channels_last(x: torch.Tensor) -> np.ndarray:
+    """torch's ``[B, C, T, H, W]`` as vidax's channels-last ``[B, T, H, W, C]`` (a view)."""
+    return x.permute(0, 2, 3, 4, 1).numpy()

@@ -32,7 +32,7 @@ import torch
 from flax import nnx
 
 import vidax
-from tests.parity import compare, randomize
+from tests.parity import compare, randomize, to_channels_last, to_ncthw
 from vidax import manifests, registry
 from vidax.errors import VidaxError
 from vidax.loading import verify_manifest
@@ -108,14 +108,6 @@ def test_frame_batches_are_diffusers():
 
 
 # ----------------------------------------------------------------------------- tiny parity
-def _ncthw(x: np.ndarray) -> torch.Tensor:
-    return torch.from_numpy(x).permute(0, 4, 1, 2, 3)
-
-
-def _channels_last(x: torch.Tensor) -> np.ndarray:
-    return x.permute(0, 2, 3, 4, 1).numpy()
-
-
 @pytest.fixture(scope="module")
 def case(tmp_path_factory):
     """diffusers' tiny VAE saved by itself, the inputs, and its outputs (channels-last)."""
@@ -135,13 +127,13 @@ def case(tmp_path_factory):
     z = rng.standard_normal((BATCH, LATENT_FRAMES, HEIGHT // 8, WIDTH // 8,
                              cfg.latent_channels)).astype(np.float32)
     with torch.no_grad():
-        posterior = ref.encode(_ncthw(video)).latent_dist
-        decoded = ref.decode(_ncthw(z)).sample
+        posterior = ref.encode(to_ncthw(video)).latent_dist
+        decoded = ref.decode(to_ncthw(z)).sample
     assert decoded.shape[2] == 4 * (LATENT_FRAMES - 1) + 1
     return {"ref": ref, "cfg": cfg, "folder": folder,
             "path": folder / "diffusion_pytorch_model.safetensors", "video": video, "z": z,
-            "mean": _channels_last(posterior.mean), "log_var": _channels_last(posterior.logvar),
-            "decoded": _channels_last(decoded)}
+            "mean": to_channels_last(posterior.mean), "log_var": to_channels_last(posterior.logvar),
+            "decoded": to_channels_last(decoded)}
 
 
 def _outputs(model: CogVideoXVAE, case, direction: str):
@@ -181,13 +173,13 @@ def test_vae_other_lengths(case, direction, frames, record_property):
     if direction == "encode":
         x = rng.uniform(-1, 1, (1, frames, HEIGHT, WIDTH, 3)).astype(np.float32)
         with torch.no_grad():
-            ref = _channels_last(case["ref"].encode(_ncthw(x)).latent_dist.mean)
+            ref = to_channels_last(case["ref"].encode(to_ncthw(x)).latent_dist.mean)
         out = np.asarray(model.encode(x, normalize=False))
     else:
         x = rng.standard_normal((1, frames, HEIGHT // 8, WIDTH // 8,
                                  case["cfg"].latent_channels)).astype(np.float32)
         with torch.no_grad():
-            ref = _channels_last(case["ref"].decode(_ncthw(x)).sample)
+            ref = to_channels_last(case["ref"].decode(to_ncthw(x)).sample)
         out = model.decode(x, normalized=False, clamp=False)
     stats = compare(f"cogvideox_vae_{direction}_{frames}_frames", out, ref, record_property)
     assert stats["max_abs_diff"] <= stats["bound"], stats

@@ -31,7 +31,7 @@ import torch
 from flax import nnx
 
 import vidax
-from tests.parity import compare, randomize
+from tests.parity import compare, randomize, to_channels_last, to_ncthw
 from vidax import manifests, registry
 from vidax.errors import VidaxError
 from vidax.loading import verify_manifest
@@ -94,14 +94,6 @@ def test_config_reader():
 
 
 # ----------------------------------------------------------------------------- tiny parity
-def _ncthw(x: np.ndarray) -> torch.Tensor:
-    return torch.from_numpy(x).permute(0, 4, 1, 2, 3)
-
-
-def _channels_last(x: torch.Tensor) -> np.ndarray:
-    return x.permute(0, 2, 3, 4, 1).numpy()
-
-
 @pytest.fixture(scope="module")
 def case(tmp_path_factory):
     """diffusers' tiny VAE saved as the release is, the inputs, and its outputs."""
@@ -123,12 +115,12 @@ def case(tmp_path_factory):
     z = rng.standard_normal((BATCH, LATENT_FRAMES, HEIGHT // 8, WIDTH // 8,
                              cfg.latent_channels)).astype(np.float32)
     with torch.no_grad():
-        posterior = ref.encode(_ncthw(video)).latent_dist
-        decoded = ref.decode(_ncthw(z)).sample
+        posterior = ref.encode(to_ncthw(video)).latent_dist
+        decoded = ref.decode(to_ncthw(z)).sample
     assert posterior.mean.shape[2] == LATENT_FRAMES and decoded.shape[2] == FRAMES
     return {"ref": ref, "cfg": cfg, "path": path, "video": video, "z": z,
-            "mean": _channels_last(posterior.mean), "log_var": _channels_last(posterior.logvar),
-            "decoded": _channels_last(decoded)}
+            "mean": to_channels_last(posterior.mean), "log_var": to_channels_last(posterior.logvar),
+            "decoded": to_channels_last(decoded)}
 
 
 def _outputs(model: HunyuanVideoVAE, case, direction: str):
@@ -166,13 +158,13 @@ def test_vae_other_lengths(case, direction, frames, record_property):
     if direction == "encode":
         x = rng.uniform(-1, 1, (1, frames, HEIGHT, WIDTH, 3)).astype(np.float32)
         with torch.no_grad():
-            ref = _channels_last(case["ref"].encode(_ncthw(x)).latent_dist.mean)
+            ref = to_channels_last(case["ref"].encode(to_ncthw(x)).latent_dist.mean)
         out = np.asarray(model.encode(x, normalize=False))
     else:
         x = rng.standard_normal((1, frames, HEIGHT // 8, WIDTH // 8,
                                  case["cfg"].latent_channels)).astype(np.float32)
         with torch.no_grad():
-            ref = _channels_last(case["ref"].decode(_ncthw(x)).sample)
+            ref = to_channels_last(case["ref"].decode(to_ncthw(x)).sample)
         out = model.decode(x, normalized=False, clamp=False)
     stats = compare(f"hunyuan_video_vae_{direction}_{frames}_frames", out, ref, record_property)
     assert stats["max_abs_diff"] <= stats["bound"], stats
@@ -235,8 +227,8 @@ def test_framewise_matches_diffusers(case, record_property):
     ref.use_framewise_encoding = ref.use_framewise_decoding = True
     try:
         with torch.no_grad():
-            ref_mean = _channels_last(ref.encode(_ncthw(video)).latent_dist.mean)
-            ref_video = _channels_last(ref.decode(_ncthw(z)).sample)
+            ref_mean = to_channels_last(ref.encode(to_ncthw(video)).latent_dist.mean)
+            ref_video = to_channels_last(ref.decode(to_ncthw(z)).sample)
     finally:
         ref.use_framewise_encoding = ref.use_framewise_decoding = False
     model = vidax.load("hunyuan_video", "vae", case["path"], config=cfg)

@@ -25,7 +25,7 @@ import torch
 from flax import nnx
 
 import vidax
-from tests.parity import compare, randomize
+from tests.parity import compare, randomize, to_channels_last, to_ncthw
 from tests.reference import wan22
 from vidax.errors import VidaxError
 from vidax.loading import verify_manifest
@@ -52,14 +52,6 @@ def _authors_vae(cfg: WanVAEConfig) -> torch.nn.Module:
         temperal_downsample=list(cfg.temporal_downsample), dropout=0.0).eval()
 
 
-def _ncthw(x: np.ndarray) -> torch.Tensor:
-    return torch.from_numpy(x).permute(0, 4, 1, 2, 3)
-
-
-def _channels_last(x: torch.Tensor) -> np.ndarray:
-    return x.permute(0, 2, 3, 4, 1).numpy()
-
-
 @pytest.fixture(scope="module")
 def case(tmp_path_factory):
     """The tiny authors' VAE saved as Wan2.1_VAE.pth, inputs, and its outputs (channels-last):
@@ -83,12 +75,12 @@ def case(tmp_path_factory):
     with torch.no_grad():
         for t, video in videos.items():
             captured.clear()
-            encoded[t] = _channels_last(ref.encode(_ncthw(video), scale))
+            encoded[t] = to_channels_last(ref.encode(to_ncthw(video), scale))
             mu, log_var = captured[0].chunk(2, dim=1)
-            moments[t] = (_channels_last(mu), _channels_last(log_var))
+            moments[t] = (to_channels_last(mu), to_channels_last(log_var))
         hook.remove()
         for t, z in latents.items():
-            decoded[t] = _channels_last(ref.decode(_ncthw(z), scale))
+            decoded[t] = to_channels_last(ref.decode(to_ncthw(z), scale))
     return {"cfg": cfg, "path": path, "videos": videos, "latents": latents,
             "encoded": encoded, "moments": moments, "decoded": decoded}
 

@@ -26,7 +26,7 @@ import torch
 from flax import nnx
 
 import vidax
-from tests.parity import compare, randomize
+from tests.parity import compare, randomize, to_channels_last, to_ncthw
 from tests.reference import wan22
 from vidax.errors import VidaxError
 from vidax.loading import verify_manifest
@@ -52,14 +52,6 @@ def _authors_vae(cfg: Wan22VAEConfig) -> torch.nn.Module:
         temperal_downsample=list(cfg.temporal_downsample), dropout=0.0).eval()
 
 
-def _ncthw(x: np.ndarray) -> torch.Tensor:
-    return torch.from_numpy(x).permute(0, 4, 1, 2, 3)
-
-
-def _channels_last(x: torch.Tensor) -> np.ndarray:
-    return x.permute(0, 2, 3, 4, 1).numpy()
-
-
 @pytest.fixture(scope="module")
 def case(tmp_path_factory):
     """The tiny authors' VAE saved as Wan2.2_VAE.pth, inputs, and its outputs (channels-last):
@@ -83,12 +75,12 @@ def case(tmp_path_factory):
     with torch.no_grad():
         for t, video in videos.items():
             captured.clear()
-            encoded[t] = _channels_last(ref.encode(_ncthw(video), scale))
+            encoded[t] = to_channels_last(ref.encode(to_ncthw(video), scale))
             mu, log_var = captured[0].chunk(2, dim=1)
-            moments[t] = (_channels_last(mu), _channels_last(log_var))
+            moments[t] = (to_channels_last(mu), to_channels_last(log_var))
         hook.remove()
         for t, z in latents.items():
-            decoded[t] = _channels_last(ref.decode(_ncthw(z), scale))
+            decoded[t] = to_channels_last(ref.decode(to_ncthw(z), scale))
     return {"cfg": cfg, "path": path, "videos": videos, "latents": latents,
             "encoded": encoded, "moments": moments, "decoded": decoded}
 
@@ -176,15 +168,15 @@ def test_avg_down_and_dup_up_match_authors(frames, factor_t, factor_s, in_dim, o
     authors = wan22.vae2_2_module()
     x = np.random.default_rng(frames).standard_normal((2, frames, 4, 6, in_dim)).astype(
         np.float32)
-    down = authors.AvgDown3D(in_dim, out_dim, factor_t, factor_s)(_ncthw(x))
+    down = authors.AvgDown3D(in_dim, out_dim, factor_t, factor_s)(to_ncthw(x))
     np.testing.assert_allclose(np.asarray(vae.avg_down(x, out_dim, factor_t, factor_s)),
-                               _channels_last(down), rtol=0, atol=1e-6)
+                               to_channels_last(down), rtol=0, atol=1e-6)
     up = authors.DupUp3D(out_dim, in_dim, factor_t, factor_s)
     y = np.random.default_rng(9).standard_normal((2, frames, 2, 3, out_dim)).astype(np.float32)
     for first in (False, True):
         np.testing.assert_array_equal(
             np.asarray(vae.dup_up(y, in_dim, factor_t, factor_s, first_chunk=first)),
-            _channels_last(up(_ncthw(y), first_chunk=first)))
+            to_channels_last(up(to_ncthw(y), first_chunk=first)))
 
 
 def test_patchify_matches_authors():
@@ -192,7 +184,7 @@ def test_patchify_matches_authors():
     x = np.random.default_rng(0).standard_normal((2, 3, 4, 6, 3)).astype(np.float32)
     patched = vae.patchify(x)
     np.testing.assert_array_equal(np.asarray(patched),
-                                  _channels_last(authors.patchify(_ncthw(x), 2)))
+                                  to_channels_last(authors.patchify(to_ncthw(x), 2)))
     np.testing.assert_array_equal(np.asarray(vae.unpatchify(patched)), x)
 
 

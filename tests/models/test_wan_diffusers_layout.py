@@ -40,7 +40,7 @@ import torch
 from flax import nnx
 
 import vidax
-from tests.parity import compare
+from tests.parity import compare, to_channels_last, to_ncthw
 from tests.reference import wan22
 from vidax import cli, loading, manifests, registry
 from vidax.errors import VidaxError
@@ -87,14 +87,6 @@ def _swap_prefixes(path: Path, out: Path, a: str, b: str) -> Path:
     return out
 
 
-def _ncthw(x: np.ndarray) -> torch.Tensor:
-    return torch.from_numpy(x).permute(0, 4, 1, 2, 3)
-
-
-def _channels_last(x: torch.Tensor) -> np.ndarray:
-    return x.permute(0, 2, 3, 4, 1).numpy()
-
-
 # ----------------------------------------------------------------------------- VAE
 # version -> (vidax model_type, vidax tiny config, AutoencoderKLWan kwargs, spatial stride)
 VAES = {
@@ -135,16 +127,16 @@ def vae_case(request, tmp_path_factory):
     chunks = []
     hook = ref.decoder.register_forward_hook(lambda mod, args, out: chunks.append(out))
     with torch.no_grad():
-        posterior = ref.encode(_ncthw(video)).latent_dist
-        ref.decode(_ncthw(z))
+        posterior = ref.encode(to_ncthw(video)).latent_dist
+        ref.decode(to_ncthw(z))
     hook.remove()
     decoded = torch.cat(chunks, dim=2)
     if ref.config.patch_size is not None:
         decoded = unpatchify(decoded, patch_size=ref.config.patch_size)
     return {"version": version, "model_type": model_type, "cfg": cfg, "folder": folder,
             "path": folder / "diffusion_pytorch_model.safetensors", "video": video, "z": z,
-            "mu": _channels_last(posterior.mean), "log_var": _channels_last(posterior.logvar),
-            "decoded": _channels_last(decoded)}
+            "mu": to_channels_last(posterior.mean), "log_var": to_channels_last(posterior.logvar),
+            "decoded": to_channels_last(decoded)}
 
 
 def _vae_config_from_folder(case):
@@ -240,10 +232,10 @@ def _diffusers_dit_output(model, cfg: WanDiTConfig, inputs) -> np.ndarray:
     if inputs["clip_fea"] is not None:
         image = torch.from_numpy(inputs["clip_fea"].reshape(-1, CLIP_TOKENS, CLIP_DIM))
     with torch.no_grad():
-        out = model(hidden_states=_ncthw(x), timestep=torch.from_numpy(inputs["t"]),
+        out = model(hidden_states=to_ncthw(x), timestep=torch.from_numpy(inputs["t"]),
                     encoder_hidden_states=torch.from_numpy(context),
                     encoder_hidden_states_image=image, return_dict=False)[0]
-    return _channels_last(out)
+    return to_channels_last(out)
 
 
 def _vidax_dit_output(path: Path, cfg: WanDiTConfig, inputs, layout="diffusers") -> np.ndarray:

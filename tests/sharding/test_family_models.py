@@ -1,7 +1,8 @@
-"""The other families' DiTs on meshes of 8 simulated CPU devices: the LTX-Video 0.9.8 DiT, the
-Wan2.2 TI2V-5B DiT (per-token timesteps), the Cosmos-Predict2.5 DiT, the CogVideoX DiT (5b
+"""The other families' models on meshes of 8 simulated CPU devices: the LTX-Video 0.9.8 DiT,
+the Wan2.2 TI2V-5B DiT (per-token timesteps), the Cosmos-Predict2.5 DiT, the CogVideoX DiT (5b
 kind: RoPE), the Cosmos3 DiT (Nano kind), the HunyuanVideo 1.0 DiT (masked text), the LTX-2
-DiT (video and audio streams) and the Reason1 text encoder give the single-device output under dp, fsdp, tp, sp and mixed meshes, with their parameters placed by their partition
+DiT (video and audio streams) and the Reason1 text encoder give the single-device output
+under dp, fsdp, tp, sp and mixed meshes, with their parameters placed by their partition
 rules.
 
 Bound as in test_sharded_dit.py: float32 "highest", max |sharded - single| <= 1e-4 x std.
