@@ -19,10 +19,13 @@ returns through transformers' T5 tokenizer:
 One deliberate difference: the authors truncate silently; vidax warns and reports, per
 prompt, how many tokens were dropped (:attr:`Tokens.dropped`).
 
-Only ``tokenizer.json`` is read. A folder with just ``spiece.model`` needs a one-time
-conversion with transformers (``AutoTokenizer.from_pretrained(folder).save_pretrained(folder)``):
-reimplementing that SentencePiece -> ``tokenizers`` conversion here would be a second
-tokenizer to keep equal to the first.
+``Tokenizer(folder)`` reads ``tokenizer.json`` only. Release folders that ship just the
+SentencePiece model (CogVideoX's ``tokenizer/``: ``spiece.model``, ``tokenizer_config.json``,
+``special_tokens_map.json``, ``added_tokens.json``) go through :func:`load_tokenizer`, which
+takes ``tokenizer.json`` when there is one and otherwise builds the same ``tokenizers``
+pipeline from ``spiece.model`` (:func:`sentencepiece_tokenizer`) the way transformers' T5
+tokenizer does when it meets that file, read by a small protobuf reader of our own
+(:func:`read_sentencepiece`): neither sentencepiece nor protobuf is needed at run time.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import html
 import json
 import os
 import re
+import struct
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -84,10 +88,13 @@ class Tokenizer:
     """A release's tokenizer folder, padding/truncating to ``seq_len`` (512 for Wan).
 
     ``clean``: ``"whitespace"`` (the authors' cleaning, the Wan default) or ``None``.
+    ``backend``: a ``tokenizers.Tokenizer`` built elsewhere (:func:`load_tokenizer` passes the
+    one made from ``spiece.model``); by default the folder's ``tokenizer.json`` is read. The
+    folder's JSON files name the EOS and padding tokens either way.
     """
 
     def __init__(self, folder: str | os.PathLike, *, seq_len: int,
-                 clean: str | None = "whitespace"):
+                 clean: str | None = "whitespace", backend=None):
         from tokenizers import Tokenizer as _Backend
 
         if clean not in CLEANERS:
@@ -96,7 +103,9 @@ class Tokenizer:
             raise VidaxError(f"seq_len must be at least 1 (room for the EOS), got {seq_len}")
         self.folder, self.seq_len, self.clean = Path(folder), seq_len, clean
         path = self.folder / "tokenizer.json"
-        if not path.is_file():
+        if backend is not None:
+            self._source, self._backend = self.folder, backend
+        elif not path.is_file():
             found = sorted(p.name for p in self.folder.iterdir()) if self.folder.is_dir() else None
             raise VidaxError(
                 f"{self.folder}: no tokenizer.json "
@@ -105,11 +114,14 @@ class Tokenizer:
                 + ". vidax reads the tokenizers-library file a release ships (Wan: "
                 "google/umt5-xxl/tokenizer.json); a folder with only spiece.model can be "
                 "converted once with transformers: "
-                "AutoTokenizer.from_pretrained(folder).save_pretrained(folder)")
-        try:
-            self._backend = _Backend.from_file(str(path))
-        except Exception as e:  # the Rust side raises a bare Exception on a malformed file
-            raise VidaxError(f"{path}: not a readable tokenizers file ({e})") from e
+                "AutoTokenizer.from_pretrained(folder).save_pretrained(folder), or read "
+                "directly with vidax.text.load_tokenizer(folder, ...)")
+        else:
+            self._source = path
+            try:
+                self._backend = _Backend.from_file(str(path))
+            except Exception as e:  # the Rust side raises a bare Exception on a malformed file
+                raise VidaxError(f"{path}: not a readable tokenizers file ({e})") from e
         self._backend.no_truncation()
         self._backend.no_padding()
         special = self._special_tokens()
@@ -144,8 +156,8 @@ class Tokenizer:
     def _token_id(self, token: str, role: str) -> int:
         token_id = self._backend.token_to_id(token)
         if token_id is None:
-            raise VidaxError(f"{self.folder / 'tokenizer.json'}: the {role} token {token!r} "
-                             "is not in the vocabulary")
+            raise VidaxError(f"{self._source}: the {role} token {token!r} is not in the "
+                             "vocabulary")
         return token_id
 
     def __call__(self, texts: str | Sequence[str]) -> Tokens:
@@ -170,3 +182,250 @@ class Tokenizer:
                     f"encoder's {self.seq_len}: its last {n} tokens were dropped",
                     UserWarning, stacklevel=2)
         return Tokens(ids, mask, tuple(dropped))
+
+
+# ----------------------------------------------------------------------------- spiece.model
+SENTENCEPIECE_FILE = "spiece.model"
+
+# sentencepiece_model.proto's SentencePiece.Type and TrainerSpec.ModelType values
+_NORMAL, _UNKNOWN, _CONTROL, _USER_DEFINED = 1, 2, 3, 4
+_UNIGRAM = 1
+_MODEL_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}
+
+
+@dataclass(frozen=True)
+class SentencePieceModel:
+    """What vidax reads of a SentencePiece ``ModelProto`` (``sentencepiece_model.proto``).
+
+    ``pieces``: ``(piece, score, type)`` in id order. Unset fields keep the proto2 defaults
+    the file format declares (a missing ``add_dummy_prefix`` means true, ``unk_id`` 0, ...).
+    """
+
+    pieces: tuple[tuple[str, float, int], ...]
+    model_type: int = _UNIGRAM
+    unk_id: int = 0
+    byte_fallback: bool = False
+    precompiled_charsmap: bytes = b""
+    add_dummy_prefix: bool = True
+    remove_extra_whitespaces: bool = True
+    escape_whitespaces: bool = True
+
+
+class _Proto:
+    """The protobuf wire format, just enough of it to walk one message's fields."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def fail(self, problem: str):
+        raise VidaxError(f"{self.path}: not a readable SentencePiece model ({problem})")
+
+    def varint(self, buf: bytes, pos: int) -> tuple[int, int]:
+        value = shift = 0
+        while True:
+            if pos >= len(buf):
+                self.fail("a number runs past the end of its message: the file is truncated")
+            byte = buf[pos]
+            pos += 1
+            value |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                return value, pos
+            shift += 7
+            if shift > 63:
+                self.fail("a number is longer than 10 bytes")
+
+    def fields(self, buf: bytes):
+        """``(field number, wire type, value)`` of each field: an int for varints, bytes for
+        length-delimited and fixed-width fields."""
+        pos = 0
+        while pos < len(buf):
+            key, pos = self.varint(buf, pos)
+            number, wire = key >> 3, key & 7
+            if wire == 0:
+                value, pos = self.varint(buf, pos)
+            elif wire in (1, 2, 5):
+                if wire == 2:
+                    size, pos = self.varint(buf, pos)
+                else:
+                    size = 8 if wire == 1 else 4
+                if pos + size > len(buf):
+                    self.fail(f"field {number} runs past the end of its message: the file "
+                              "is truncated")
+                value, pos = buf[pos:pos + size], pos + size
+            else:  # 3/4: groups, which sentencepiece_model.proto never uses; 6/7 do not exist
+                self.fail(f"field {number} has wire type {wire}")
+            yield number, wire, value
+
+    def check(self, message: str, number: int, wire: int, expected: int):
+        if wire != expected:
+            self.fail(f"{message} field {number} has wire type {wire}, expected {expected}")
+
+
+def _int32(value: int) -> int:
+    """A varint read as protobuf's int32: negatives are sign-extended to 64 bits."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def read_sentencepiece(path: str | os.PathLike) -> SentencePieceModel:
+    """Read a SentencePiece model file (``spiece.model``) without sentencepiece or protobuf.
+
+    Reads ``ModelProto.pieces`` (1), and of ``trainer_spec`` (2) the model type, ``unk_id``
+    and ``byte_fallback``, of ``normalizer_spec`` (3) the precompiled character map and the
+    whitespace flags; every other field is skipped.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise VidaxError(f"{path}: cannot read the SentencePiece model ({e})") from e
+    proto = _Proto(path)
+    pieces, trainer, normalizer = [], {}, {}
+    for number, wire, value in proto.fields(data):
+        if number == 1:
+            proto.check("ModelProto", number, wire, 2)
+            piece, score, kind = None, 0.0, _NORMAL
+            for n, w, v in proto.fields(value):
+                if n == 1:
+                    proto.check("SentencePiece", n, w, 2)
+                    try:
+                        piece = v.decode("utf-8")
+                    except UnicodeDecodeError:
+                        proto.fail(f"piece {len(pieces)} is not UTF-8")
+                elif n == 2:
+                    proto.check("SentencePiece", n, w, 5)
+                    score = struct.unpack("<f", v)[0]
+                elif n == 3:
+                    proto.check("SentencePiece", n, w, 0)
+                    kind = v
+            if piece is None:
+                proto.fail(f"piece {len(pieces)} has no text")
+            pieces.append((piece, score, kind))
+        elif number == 2:
+            proto.check("ModelProto", number, wire, 2)
+            for n, w, v in proto.fields(value):
+                if n in (3, 35, 40):  # model_type, byte_fallback, unk_id
+                    proto.check("TrainerSpec", n, w, 0)
+                    trainer[n] = v
+        elif number == 3:
+            proto.check("ModelProto", number, wire, 2)
+            for n, w, v in proto.fields(value):
+                if n == 2:  # precompiled_charsmap
+                    proto.check("NormalizerSpec", n, w, 2)
+                    normalizer[n] = v
+                elif n in (3, 4, 5):  # add_dummy_prefix, remove_extra_whitespaces, escape_...
+                    proto.check("NormalizerSpec", n, w, 0)
+                    normalizer[n] = v
+    if not pieces:
+        proto.fail("it holds no pieces")
+    model = SentencePieceModel(
+        pieces=tuple(pieces), model_type=trainer.get(3, _UNIGRAM),
+        unk_id=_int32(trainer.get(40, 0)), byte_fallback=bool(trainer.get(35, 0)),
+        precompiled_charsmap=normalizer.get(2, b""),
+        add_dummy_prefix=bool(normalizer.get(3, 1)),
+        remove_extra_whitespaces=bool(normalizer.get(4, 1)),
+        escape_whitespaces=bool(normalizer.get(5, 1)))
+    if not 0 <= model.unk_id < len(pieces):
+        proto.fail(f"unk_id {model.unk_id} is outside its {len(pieces)} pieces")
+    return model
+
+
+def sentencepiece_tokenizer(path: str | os.PathLike, *, extra_ids: int = 100,
+                            eos_token: str = "</s>"):
+    """A ``tokenizers.Tokenizer`` equal to transformers' T5 tokenizer built from the
+    SentencePiece model ``path`` (``T5Tokenizer.from_pretrained`` on a folder holding only
+    ``spiece.model``: transformers' ``SentencePieceExtractor`` + ``T5Converter.convert_from_spm``
+    + ``T5Tokenizer.__init__``).
+
+    * Unigram over the file's pieces and scores, then ``extra_ids`` sentinels
+      ``<extra_id_{extra_ids-1}> ... <extra_id_0>`` (score 0) after them;
+    * the normaliser is the file's precompiled character map (NFKC and friends), nothing else;
+    * pre-tokeniser: split on whitespace, then each word gets the ``▁`` prefix (Metaspace).
+      For a model with SentencePiece's default whitespace flags (dummy prefix, extra
+      whitespace removed, spaces escaped -- T5's, UMT5's) this segments like SentencePiece;
+      files with other flags are refused, as T5's tokenizer would silently ignore them;
+    * the unknown and control pieces (``<unk>``, ``<pad>``, ``</s>``) and the sentinels are
+      special tokens matched in the raw text; user-defined pieces are matched as plain added
+      tokens;
+    * post-processor ``$A </s>`` (``$A </s> $B </s>`` for pairs);
+    * byte fallback is off, as in transformers' T5 tokenizer, even where the file turns it on.
+    """
+    from tokenizers import AddedToken, Tokenizer as _Backend, decoders, normalizers
+    from tokenizers import pre_tokenizers, processors
+    from tokenizers.models import Unigram
+
+    path = Path(path)
+    model = read_sentencepiece(path)
+    if model.model_type != _UNIGRAM:
+        raise VidaxError(
+            f"{path}: a SentencePiece {_MODEL_TYPES.get(model.model_type, model.model_type)} "
+            "model; vidax builds T5-style tokenizers, which are Unigram models")
+    flags = {"add_dummy_prefix": model.add_dummy_prefix,
+             "remove_extra_whitespaces": model.remove_extra_whitespaces,
+             "escape_whitespaces": model.escape_whitespaces}
+    off = [name for name, on in flags.items() if not on]
+    if off:
+        raise VidaxError(
+            f"{path}: the SentencePiece normaliser has {', '.join(off)} turned off; vidax's "
+            "T5-style tokenizer splits on whitespace and prefixes every word with '▁', which "
+            "only reproduces SentencePiece with these flags on")
+    if extra_ids < 0:
+        raise VidaxError(f"extra_ids must be >= 0, got {extra_ids}")
+    sentinels = [f"<extra_id_{i}>" for i in reversed(range(extra_ids))]
+    vocab = [(piece, score) for piece, score, _ in model.pieces] + [(s, 0.0) for s in sentinels]
+    backend = _Backend(Unigram(vocab, unk_id=model.unk_id, byte_fallback=False))
+    if model.precompiled_charsmap:
+        backend.normalizer = normalizers.Precompiled(model.precompiled_charsmap)
+    backend.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.WhitespaceSplit(),
+        pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always", split=True)])
+    backend.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always", split=True)
+    special = [p for p, _, kind in model.pieces if kind in (_UNKNOWN, _CONTROL)] + sentinels
+    backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in special])
+    backend.add_tokens([AddedToken(p, normalized=False) for p, _, kind in model.pieces
+                        if kind == _USER_DEFINED])
+    eos_id = backend.token_to_id(eos_token)
+    if eos_id is None:
+        raise VidaxError(f"{path}: the EOS token {eos_token!r} is not one of its pieces")
+    backend.post_processor = processors.TemplateProcessing(
+        single=f"$A {eos_token}", pair=f"$A {eos_token} $B {eos_token}",
+        special_tokens=[(eos_token, eos_id)])
+    return backend
+
+
+def load_tokenizer(folder: str | os.PathLike, *, seq_len: int,
+                   clean: str | None = "whitespace") -> Tokenizer:
+    """The folder's :class:`Tokenizer`: from ``tokenizer.json`` when the folder has one, else
+    from ``spiece.model`` (:func:`sentencepiece_tokenizer`), with the sentinel count of
+    ``tokenizer_config.json``'s ``extra_ids`` (default 100, as transformers' T5 tokenizer) and,
+    where the folder has ``added_tokens.json``, every id it lists checked against the result."""
+    folder = Path(folder)
+    model_file = folder / SENTENCEPIECE_FILE
+    if (folder / "tokenizer.json").is_file() or not model_file.is_file():
+        return Tokenizer(folder, seq_len=seq_len, clean=clean)
+    config_file = folder / "tokenizer_config.json"
+    extra_ids = 100
+    if config_file.is_file():
+        config = _read_json(config_file)
+        extra_ids = config.get("extra_ids", extra_ids)
+        if not isinstance(extra_ids, int) or isinstance(extra_ids, bool):
+            raise VidaxError(f"{config_file}: extra_ids must be an integer, got {extra_ids!r}")
+    backend = sentencepiece_tokenizer(model_file, extra_ids=extra_ids)
+    added_file = folder / "added_tokens.json"
+    if added_file.is_file():
+        for token, token_id in _read_json(added_file).items():
+            if backend.token_to_id(token) != token_id:
+                raise VidaxError(
+                    f"{added_file}: {token!r} has id {token_id}, but {model_file} with "
+                    f"{extra_ids} sentinels (tokenizer_config.json's extra_ids) gives it "
+                    f"{backend.token_to_id(token)}")
+    return Tokenizer(folder, seq_len=seq_len, clean=clean, backend=backend)
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise VidaxError(f"{path}: not readable JSON ({e})") from e
+    if not isinstance(data, dict):
+        raise VidaxError(f"{path}: expected a JSON object")
+    return data

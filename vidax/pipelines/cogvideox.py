@@ -46,9 +46,9 @@ Where vidax differs from diffusers, on purpose:
   silently returns another frame count / fails inside the DiT.
 * Noise comes from JAX's PRNG for a seed (pass ``noise=`` / :class:`Draws` for runs
   comparable with diffusers' ``latents=`` and generator draws).
-* The tokenizer is read from ``tokenizer/tokenizer.json`` (:class:`vidax.text.Tokenizer`);
-  the hub folders ship only ``spiece.model``: convert once with transformers
-  (``AutoTokenizer.from_pretrained(d).save_pretrained(d)``).
+* The tokenizer is read from ``tokenizer/tokenizer.json`` when the folder has one, else from
+  ``tokenizer/spiece.model`` (what the hub folders ship), converted as transformers' T5
+  tokenizer does (:func:`vidax.text.load_tokenizer`).
 """
 
 from __future__ import annotations
@@ -184,10 +184,8 @@ def inspect_folder(folder: str | os.PathLike, variant: str | None = None) -> Rel
             missing.append(f"the {component} weights ({', '.join(spec.files)} under "
                            f"{roots[component].relative_to(folder.parent)})")
     tokenizer = folder / "tokenizer"
-    if not (tokenizer / "tokenizer.json").is_file():
-        missing.append("tokenizer/tokenizer.json (the hub folders hold only spiece.model: "
-                       "convert it once with transformers, AutoTokenizer.from_pretrained(d)"
-                       ".save_pretrained(d))")
+    if not any((tokenizer / name).is_file() for name in ("tokenizer.json", "spiece.model")):
+        missing.append("tokenizer/spiece.model (or tokenizer/tokenizer.json)")
     scheduler_file = folder / "scheduler" / "scheduler_config.json"
     if not scheduler_file.is_file():
         missing.append("scheduler/scheduler_config.json")
@@ -461,7 +459,7 @@ class CogVideoXPipeline:
     def from_release(cls, release: Release, *, mesh=None, precision: str = "bf16",
                      console=None) -> CogVideoXPipeline:
         """Verify every component against its model (no weight read), then load them."""
-        from vidax.text import Tokenizer
+        from vidax.text import load_tokenizer
 
         if precision not in PRECISIONS:
             raise VidaxError(f"precision must be one of {', '.join(PRECISIONS)}, got "
@@ -494,8 +492,8 @@ class CogVideoXPipeline:
                     progress=lambda done, total, name: advance(total=total))
             progress.line(f"  {component}: {report.headline()}")
             models[component] = model
-        tokenizer = Tokenizer(release.files["tokenizer"],
-                              seq_len=release.configs["dit"].max_text_seq_length, clean=None)
+        tokenizer = load_tokenizer(release.files["tokenizer"],
+                                   seq_len=release.configs["dit"].max_text_seq_length, clean=None)
         return cls(release, tokenizer=tokenizer, mesh=mesh, precision=precision,
                    console=console, **models)
 
