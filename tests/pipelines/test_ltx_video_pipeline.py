@@ -568,7 +568,7 @@ def test_generate_refuses_bad_input(release_dir, tmp_path, capsys):
     shutil.rmtree(folder / ltx.TOKENIZER_DIR)
     rc = _generate(folder, tmp_path / "a.mp4")
     _assert_refused(rc, capsys, "not a complete LTX-Video release folder",
-                    "tokenizer/tokenizer.json")
+                    "tokenizer/spiece.model or tokenizer.json")
     assert not list(tmp_path.rglob("*.mp4"))
 
 

@@ -296,7 +296,8 @@ def inspect_folder(folder: str | os.PathLike, variant: str | None = None) -> Rel
     """Find every component of an LTX-Video release folder without reading a weight.
 
     The folder holds one ``ltxv-*.safetensors`` (DiT + VAE), ``text_encoder/`` (transformers'
-    T5EncoderModel: ``config.json`` + safetensors), ``tokenizer/tokenizer.json``, and optionally
+    T5EncoderModel: ``config.json`` + safetensors), ``tokenizer/`` (``spiece.model`` as
+    released, or a ``tokenizer.json``), and optionally
     ``ltxv-spatial-upscaler-*.safetensors``. ``variant``: one of :data:`VARIANTS`; default: from
     the file name (any other name gets the dev model's settings at a small default size).
     """
@@ -326,10 +327,8 @@ def inspect_folder(folder: str | os.PathLike, variant: str | None = None) -> Rel
     else:
         te_file = loading.find_files(te_dir, te_spec)
     tokenizer = folder / TOKENIZER_DIR
-    if not (tokenizer / "tokenizer.json").is_file():
-        missing.append(f"{TOKENIZER_DIR}/tokenizer.json (the T5 tokenizer; PixArt's folder "
-                       "holds only spiece.model: convert it once with transformers, "
-                       "AutoTokenizer.from_pretrained(d).save_pretrained(d))")
+    if not ((tokenizer / "tokenizer.json").is_file() or (tokenizer / "spiece.model").is_file()):
+        missing.append(f"{TOKENIZER_DIR}/spiece.model or tokenizer.json (the T5 tokenizer)")
     if missing:
         raise VidaxError(f"{folder} is not a complete LTX-Video release folder: missing "
                          + "; ".join(missing) + ". Nothing was loaded.")
@@ -756,7 +755,7 @@ class LTXVideoPipeline:
     def from_release(cls, release: Release, *, mesh=None, precision: str = "bf16",
                      console=None) -> LTXVideoPipeline:
         """Verify every component against its model (no weight read), then load them."""
-        from vidax.text import Tokenizer
+        from vidax.text import load_tokenizer
 
         if precision not in PRECISIONS:
             raise VidaxError(f"precision must be one of {', '.join(PRECISIONS)}, got "
@@ -783,7 +782,7 @@ class LTXVideoPipeline:
                     progress=lambda done, total, name: advance(total=total))
             progress.line(f"  {component}: {report.headline()}")
             models[component] = model
-        tokenizer = Tokenizer(release.files["tokenizer"], seq_len=TEXT_LEN, clean=None)
+        tokenizer = load_tokenizer(release.files["tokenizer"], seq_len=TEXT_LEN, clean=None)
         return cls(release, tokenizer=tokenizer, mesh=mesh, precision=precision,
                    console=console, **models)
 
