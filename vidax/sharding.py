@@ -256,8 +256,9 @@ COGVIDEOX_DIT = PartitionRules(
 )
 
 #: vidax.models.reason1.Reason1TextModel: the Qwen2.5-VL language model (Cosmos-Reason1-7B,
-#: HunyuanVideo-1.5's text encoder). Grouped-query attention: tp must divide the 4 key/value
-#: heads for k/v to split by whole heads.
+#: HunyuanVideo-1.5's text encoder); also vidax.models.llama.LlamaModel (HunyuanVideo 1.0's
+#: LLaVA-Llama-3-8B), whose parameters have the same names. Grouped-query attention: tp must
+#: divide the key/value heads (4 and 8) for k/v to split by whole heads.
 REASON1 = PartitionRules(
     name="reason1",
     rules=(
@@ -341,6 +342,7 @@ _RULES: dict[str, PartitionRules] = {
     "vidax.models.cosmos2_5:CosmosDiT": COSMOS2_5_DIT,
     "vidax.models.cogvideox.dit:CogVideoXDiT": COGVIDEOX_DIT,
     "vidax.models.reason1:Reason1TextModel": REASON1,
+    "vidax.models.llama:LlamaModel": REASON1,
     "vidax.models.cosmos3:Cosmos3DiT": COSMOS3_DIT,
     "vidax.models.hunyuan_video.dit:HunyuanVideoDiT": HUNYUAN_VIDEO_DIT,
     "vidax.models.ltx2:LTX2DiT": LTX2_DIT,

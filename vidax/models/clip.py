@@ -1,5 +1,7 @@
 """The CLIP vision transformer, after the Wan authors' ``wan.modules.clip.VisionTransformer``,
-and the authors' image preprocessing for it.
+and the authors' image preprocessing for it; and CLIP's text tower (:class:`CLIPTextModel`,
+transformers' ``CLIPTextModel``: HunyuanVideo 1.0's pooled CLIP-L text vector), which reuses
+the visual tower's :class:`VisionBlock` with a causal mask.
 
 Wan2.1 I2V / FLF2V condition the DiT on CLIP image features: the ViT-H/14 visual tower of
 ``models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth`` (the authors' ``XLMRobertaCLIP``),
@@ -51,10 +53,10 @@ from flax import nnx
 
 from vidax.errors import VidaxError
 from vidax.nn.attention import attention
-from vidax.nn.layers import Conv, KeyGen, LayerNorm, Linear, init_param
+from vidax.nn.layers import Conv, Embedding, KeyGen, LayerNorm, Linear, init_param
 
-__all__ = ["CLIPVisionConfig", "CLIPVisionTransformer", "VisionAttention", "VisionBlock",
-           "VisionMLP", "preprocess", "CLIP_MEAN", "CLIP_STD"]
+__all__ = ["CLIPVisionConfig", "CLIPVisionTransformer", "CLIPTextConfig", "CLIPTextModel",
+           "VisionAttention", "VisionBlock", "VisionMLP", "preprocess", "CLIP_MEAN", "CLIP_STD"]
 
 # The OpenAI CLIP normalisation the authors' ``_clip`` transforms use for every non-SigLIP
 # model (``T.Normalize(mean, std)`` on pixels in [0, 1]).
@@ -165,7 +167,9 @@ class CLIPVisionConfig:
 
 class VisionAttention(nnx.Module):
     """Mirrors the authors' ``SelfAttention`` (non-causal, no dropout at inference), with
-    their fused ``to_qkv`` held as ``to_q`` / ``to_k`` / ``to_v``."""
+    their fused ``to_qkv`` held as ``to_q`` / ``to_k`` / ``to_v``. ``mask`` (boolean,
+    broadcast to ``[B, heads, L, L]``, true = attend) is for the text tower's causal
+    attention; the visual tower passes none."""
 
     def __init__(self, dim: int, num_heads: int, *, keys: KeyGen, param_dtype):
         self.num_heads = num_heads
@@ -177,9 +181,9 @@ class VisionAttention(nnx.Module):
     def _heads(self, x: jax.Array) -> jax.Array:
         return x.reshape(*x.shape[:2], self.num_heads, -1)
 
-    def __call__(self, x: jax.Array) -> jax.Array:
+    def __call__(self, x: jax.Array, mask: jax.Array | None = None) -> jax.Array:
         out = attention(self._heads(self.to_q(x)), self._heads(self.to_k(x)),
-                        self._heads(self.to_v(x)))
+                        self._heads(self.to_v(x)), mask=mask)
         return self.proj(out.reshape(x.shape))
 
 
@@ -206,8 +210,8 @@ class VisionBlock(nnx.Module):
         self.norm2 = LayerNorm(cfg.dim, eps=cfg.norm_eps, param_dtype=param_dtype)
         self.mlp = VisionMLP(cfg.dim, cfg.mlp_dim, cfg.activation, **kw)
 
-    def __call__(self, x: jax.Array) -> jax.Array:
-        x = x + self.attn(self.norm1(x))
+    def __call__(self, x: jax.Array, mask: jax.Array | None = None) -> jax.Array:
+        x = x + self.attn(self.norm1(x), mask)
         return x + self.mlp(self.norm2(x))
 
 
@@ -268,6 +272,129 @@ class CLIPVisionTransformer(nnx.Module):
         for block in list(self.transformer)[:num_blocks]:
             x = block(x)
         return x
+
+
+# ------------------------------------------------------------------------------ text tower
+@dataclass(frozen=True)
+class CLIPTextConfig:
+    """transformers' ``CLIPTextConfig`` fields that shape the text tower, under the names
+    :class:`VisionBlock` reads (``dim`` = ``hidden_size``, ``mlp_dim`` =
+    ``intermediate_size``, ...). Defaults: OpenAI CLIP ViT-L/14's text tower.
+
+    ``eos_token_id`` picks the pooled token as transformers does: the legacy value 2 (what
+    the OpenAI release's ``config.json`` still says) means the position of the largest token
+    id (the end-of-text token is the last id of CLIP's vocabulary); any other value, the
+    first position holding that id. With CLIP's tokenizer (pads with end-of-text) both
+    pick the same token.
+    """
+
+    vocab_size: int = 49408
+    max_position_embeddings: int = 77
+    dim: int = 768
+    mlp_dim: int = 3072
+    num_heads: int = 12
+    num_layers: int = 12
+    activation: str = "quick_gelu"
+    norm_eps: float = 1e-5
+    eos_token_id: int = 2
+
+    def __post_init__(self):
+        if self.activation not in _ACTIVATIONS:
+            raise VidaxError(f"CLIP text activation {self.activation!r} is not supported; "
+                             f"known: {', '.join(_ACTIVATIONS)}")
+        if self.dim % self.num_heads:
+            raise VidaxError(f"CLIP text dim {self.dim} does not split into "
+                             f"{self.num_heads} heads")
+
+    @classmethod
+    def vit_l_14(cls) -> CLIPTextConfig:
+        """openai/clip-vit-large-patch14's text tower (HunyuanVideo 1.0's ``text_encoder_2``):
+        12 layers of 768, 77 tokens."""
+        return cls()
+
+    @classmethod
+    def tiny(cls) -> CLIPTextConfig:
+        """For tests: 3 layers of 4 heads x 16, 16 positions."""
+        return cls(vocab_size=99, max_position_embeddings=16, dim=64, mlp_dim=96, num_heads=4,
+                   num_layers=3)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CLIPTextConfig:
+        """From a transformers ``config.json``: a ``CLIPModel``'s (its ``text_config`` is
+        read) or a ``CLIPTextModel``'s own; also a manifest's ``config``. A missing
+        ``eos_token_id`` takes transformers' default (49407)."""
+        text = d.get("text_config") or d
+        try:
+            return cls(vocab_size=text["vocab_size"],
+                       max_position_embeddings=text["max_position_embeddings"],
+                       dim=text["hidden_size"], mlp_dim=text["intermediate_size"],
+                       num_heads=text["num_attention_heads"],
+                       num_layers=text["num_hidden_layers"],
+                       activation=text.get("hidden_act", "quick_gelu"),
+                       norm_eps=text.get("layer_norm_eps", 1e-5),
+                       eos_token_id=text.get("eos_token_id", 49407))
+        except KeyError as e:
+            raise VidaxError(f"CLIP text config has no {e.args[0]!r} (neither at the top level "
+                             "nor in text_config)") from e
+
+
+class CLIPTextModel(nnx.Module):
+    """Mirrors transformers' ``CLIPTextModel`` (``CLIPTextTransformer`` in 4.x): token plus
+    learned position embeddings, pre-norm blocks with *causal* self-attention (the
+    :class:`VisionBlock` of the visual tower, given a mask: LayerNorm, biased q/k/v/out
+    projections, fc1 -> quick_gelu -> fc2), a final LayerNorm.
+
+    Names: ``token_embedding``, ``position_embedding``, ``layers.N.{norm1, attn.{to_q, to_k,
+    to_v, proj}, norm2, mlp.{fc1, fc2}}``, ``final_layer_norm``; the mapper renames
+    transformers' ``layer_norm1/2``, ``self_attn.{q,k,v,out}_proj``.
+    """
+
+    def __init__(self, config: CLIPTextConfig, *, keys: KeyGen | int = 0,
+                 param_dtype=jnp.float32):
+        if not isinstance(keys, KeyGen):
+            keys = KeyGen(keys)
+        cfg = self.config = config
+        kw = dict(keys=keys, param_dtype=param_dtype)
+        self.token_embedding = Embedding(cfg.vocab_size, cfg.dim, **kw)
+        self.position_embedding = Embedding(cfg.max_position_embeddings, cfg.dim, **kw)
+        self.layers = nnx.List([VisionBlock(cfg, **kw) for _ in range(cfg.num_layers)])
+        self.final_layer_norm = LayerNorm(cfg.dim, eps=cfg.norm_eps, param_dtype=param_dtype)
+
+    def __call__(self, input_ids: jax.Array,
+                 attention_mask: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+        """Encode token ids ``[B, L]`` (``L <= max_position_embeddings``).
+
+        Args:
+          input_ids: ``[B, L]`` int.
+          attention_mask: ``[B, L]``, nonzero for real tokens, or None. Padded keys are
+            masked out on top of the causal mask. With right padding this changes only the
+            states *at* padded positions: the pooled end-of-text token sees none of them.
+
+        Returns:
+          ``(last_hidden_state [B, L, dim], pooler_output [B, dim])``: the final-normed
+          states, and that state at the end-of-text token (see :class:`CLIPTextConfig`;
+          no ``text_projection``) -- what HunyuanVideo 1.0 feeds its DiT's ``vector_in``.
+          Computation in the parameters' dtype (norm statistics in float32).
+        """
+        cfg = self.config
+        input_ids = jnp.asarray(input_ids)
+        if input_ids.ndim != 2 or input_ids.shape[1] > cfg.max_position_embeddings:
+            raise VidaxError(f"CLIP text input_ids must be [batch, length <= "
+                             f"{cfg.max_position_embeddings}], got shape "
+                             f"{list(input_ids.shape)}")
+        b, n = input_ids.shape
+        x = self.token_embedding(input_ids) + self.position_embedding.embedding[:n]
+        mask = jnp.tril(jnp.ones((n, n), bool))[None, None]
+        if attention_mask is not None:
+            mask = mask & (jnp.asarray(attention_mask) != 0).reshape(b, 1, 1, n)
+        for layer in self.layers:
+            x = layer(x, mask)
+        x = self.final_layer_norm(x)
+        if cfg.eos_token_id == 2:      # transformers' legacy rule: the largest id
+            eos = jnp.argmax(input_ids, axis=-1)
+        else:                          # the first end-of-text token
+            eos = jnp.argmax(input_ids == cfg.eos_token_id, axis=-1)
+        return x, x[jnp.arange(b), eos]
 
 
 # ------------------------------------------------------------------------------ preprocessing
