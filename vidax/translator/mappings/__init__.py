@@ -11,4 +11,5 @@ from vidax.translator.mappings import hunyuan_video  # noqa: F401
 from vidax.translator.mappings import reason1  # noqa: F401
 from vidax.translator.mappings import ltx2_5  # noqa: F401
 from vidax.translator.mappings import cosmos3  # noqa: F401
+from vidax.translator.mappings import hunyuan_video1_5  # noqa: F401
 from vidax.translator.mappings import llama  # noqa: F401

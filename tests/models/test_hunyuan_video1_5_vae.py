@@ -1,0 +1,300 @@
+"""The HunyuanVideo-1.5 VAE (``vidax.models.hunyuan_video1_5.vae``) against diffusers'
+``AutoencoderKLHunyuanVideo15``.
+
+Oracle (DESIGN.md §6): a tiny random state dict in the release's layout (the authors'
+``AutoencoderKLConv3D`` names: ``encoder.down.N.block.M``, ``mid.attn_1.q``, ``gamma
+[C, 1, 1, 1]``), saved with ``safetensors.torch.save_file`` as
+``vae/diffusion_pytorch_model.safetensors`` is, and read back through ``vidax.load``. The
+reference is diffusers' own class at the same tiny config, given that state dict through
+diffusers' own conversion (the renames of ``scripts/convert_hunyuan_video1_5_to_diffusers.py``,
+transcribed below as data) and ``load_state_dict(strict=True)``. The authors' names come from
+that conversion, not from vidax's mapper; at full size they are exactly the manifest's 218
+(checked). The tiny config keeps the released structure (5 levels; space-time down at levels
+2-3, space-only at 0-1; up in time at 0-1; DC-AE resamplers and channel shortcuts; 218
+tensors, as many as the release) at widths 8-64, 4 latent channels. diffusers runs untiled
+(``use_tiling`` is off by default and the inputs are below its tile size anyway).
+
+Bound: float32, matmul precision "highest", max |vidax - diffusers| <= 1e-4 x std(diffusers)
+for the posterior mean, its log-variance (9 frames -> 3 latent frames) and the decoded video
+(3 latent frames -> 9 frames), before any clamp. Measured: see the printed lines
+(``pytest -s``) and the docs' VAE section. Negative controls: ``q`` <-> ``k`` of the encoder's
+mid-block attention, and ``conv1`` <-> ``conv2`` of one decoder block, exchanged in the saved
+file, must fail it; so must an unmasked mid-block attention.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+from flax import nnx
+from safetensors.torch import load_file, save_file
+
+import vidax
+from tests.parity import compare, randomize
+from vidax import manifests, registry
+from vidax.errors import VidaxError
+from vidax.loading import verify_manifest
+from vidax.models.hunyuan_video1_5.vae import HunyuanVideo15VAE, HunyuanVideo15VAEConfig
+
+jax.config.update("jax_default_matmul_precision", "highest")
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
+
+MANIFEST = "hunyuan_video1_5/base__vae"
+FILE = "diffusion_pytorch_model.safetensors"
+BATCH, FRAMES, LATENT_FRAMES = 2, 9, 3
+HEIGHT, WIDTH = 32, 48                      # latent 2 x 3
+NEGATIVE = {
+    "encode": ("encoder.mid.attn_1.q.", "encoder.mid.attn_1.k."),
+    "decode": ("decoder.up.1.block.1.conv1.", "decoder.up.1.block.1.conv2."),
+}
+
+
+# ------------------------------------------------------------ diffusers' conversion, as data
+# Transcribed from huggingface/diffusers scripts/convert_hunyuan_video1_5_to_diffusers.py
+# (``convert_hunyuan_video_15_vae_checkpoint_to_diffusers``, commit 38c42b4d), which pops each
+# authors' key into its diffusers name one at a time; these are its renames (the down/upsample
+# ones apply only where the checkpoint has that key, as in the script).
+_RESNET_SUFFIXES = ("norm1.gamma", "conv1.conv.weight", "conv1.conv.bias", "norm2.gamma",
+                    "conv2.conv.weight", "conv2.conv.bias")
+_ATTENTION = (("norm.gamma", "norm.gamma"), ("q.weight", "to_q.weight"),
+              ("q.bias", "to_q.bias"), ("k.weight", "to_k.weight"), ("k.bias", "to_k.bias"),
+              ("v.weight", "to_v.weight"), ("v.bias", "to_v.bias"),
+              ("proj_out.weight", "proj_out.weight"), ("proj_out.bias", "proj_out.bias"))
+_ENDS = ("conv_in.conv.weight", "conv_in.conv.bias", "norm_out.gamma", "conv_out.conv.weight",
+         "conv_out.conv.bias")
+
+
+def diffusers_renames(levels: int, layers_per_block: int) -> list[tuple[str, str]]:
+    """(authors' key, diffusers' key) for every rename of the script."""
+    pairs = []
+    for part, name, new, blocks, sampler, new_sampler in (
+            ("encoder", "down", "down_blocks", layers_per_block, "downsample", "downsamplers"),
+            ("decoder", "up", "up_blocks", layers_per_block + 1, "upsample", "upsamplers")):
+        pairs += [(f"{part}.{end}", f"{part}.{end}") for end in _ENDS]
+        for i in range(levels):
+            for j in range(blocks):
+                pairs += [(f"{part}.{name}.{i}.block.{j}.{s}", f"{part}.{new}.{i}.resnets.{j}.{s}")
+                          for s in _RESNET_SUFFIXES]
+            pairs += [(f"{part}.{name}.{i}.{sampler}.conv.conv.{p}",
+                       f"{part}.{new}.{i}.{new_sampler}.0.conv.conv.{p}")
+                      for p in ("weight", "bias")]
+        for old, j in (("block_1", 0), ("block_2", 1)):
+            pairs += [(f"{part}.mid.{old}.{s}", f"{part}.mid_block.resnets.{j}.{s}")
+                      for s in _RESNET_SUFFIXES]
+        pairs += [(f"{part}.mid.attn_1.{a}", f"{part}.mid_block.attentions.0.{b}")
+                  for a, b in _ATTENTION]
+    return pairs
+
+
+def _diffusers_vae(cfg: HunyuanVideo15VAEConfig):
+    from diffusers import AutoencoderKLHunyuanVideo15
+
+    return AutoencoderKLHunyuanVideo15(
+        in_channels=cfg.in_channels, out_channels=cfg.out_channels,
+        latent_channels=cfg.latent_channels, block_out_channels=cfg.block_out_channels,
+        layers_per_block=cfg.layers_per_block,
+        spatial_compression_ratio=cfg.spatial_compression_ratio,
+        temporal_compression_ratio=cfg.temporal_compression_ratio,
+        downsample_match_channel=cfg.downsample_match_channel,
+        upsample_match_channel=cfg.upsample_match_channel, scaling_factor=cfg.scaling_factor)
+
+
+def _authors_keys(cfg: HunyuanVideo15VAEConfig, diffusers_keys) -> dict[str, str]:
+    """authors' key -> diffusers' key, for the renames whose target the model has."""
+    pairs = diffusers_renames(len(cfg.block_out_channels), cfg.layers_per_block)
+    return {old: new for old, new in pairs if new in diffusers_keys}
+
+
+# ----------------------------------------------------------------------------- full size
+def test_manifest_verifies():
+    report = verify_manifest(manifests.get_manifest(MANIFEST))
+    assert report.ok, "\n".join(report.lines(10))
+    assert report.headline() == "matched 218/218 tensors, 1,260,634,115 parameters"
+
+
+def test_conversion_table_names_the_release():
+    """The oracle's file layout is the release's: diffusers' renames, at the released config,
+    consume exactly the manifest's 218 names with its shapes."""
+    cfg = HunyuanVideo15VAEConfig.base()
+    with torch.device("meta"):
+        state = _diffusers_vae(cfg).state_dict()
+    names = _authors_keys(cfg, state)
+    assert sorted(names.values()) == sorted(state)
+    released = manifests.get_manifest(MANIFEST).tensors
+    assert {k: list(state[v].shape) for k, v in names.items()} == \
+        {k: list(t.shape) for k, t in released.items()}
+
+
+def test_preset_is_the_released_config():
+    """The release's ``vae/config.json`` (the manifest's ``config``, the authors' keys) reads
+    as the preset."""
+    released = manifests.get_manifest(MANIFEST).config
+    spec = registry.get("hunyuan_video1_5", "vae", "original")
+    assert HunyuanVideo15VAEConfig.from_dict(released) == spec.make_config("base")
+    assert spec.make_config("base") == HunyuanVideo15VAEConfig.base()
+
+
+def test_full_size_traces():
+    """The released VAE (abstract): 9 frames at 64 x 96 -> 3 latent frames at 4 x 6 and back."""
+    cfg = HunyuanVideo15VAEConfig.base()
+    graphdef, state = nnx.split(nnx.eval_shape(lambda: HunyuanVideo15VAE(cfg)))
+
+    def run(method, shape):
+        x = jax.ShapeDtypeStruct(shape, jnp.float32)
+        return jax.eval_shape(lambda s, x: getattr(nnx.merge(graphdef, s), method)(x), state, x)
+
+    assert run("moments", (1, 9, 64, 96, 3)).shape == (1, 3, 4, 6, 64)
+    assert run("reconstruct", (1, 3, 4, 6, 32)).shape == (1, 9, 64, 96, 3)
+
+
+def test_config_reader():
+    """diffusers' keys read too; what the model cannot run is refused by name."""
+    diffusers_keys = {"_class_name": "AutoencoderKLHunyuanVideo15", "latent_channels": 4,
+                      "block_out_channels": [8, 16, 32, 64, 64], "spatial_compression_ratio": 16,
+                      "temporal_compression_ratio": 4, "scaling_factor": 1.03682}
+    assert HunyuanVideo15VAEConfig.from_dict(diffusers_keys) == HunyuanVideo15VAEConfig.tiny()
+    for bad in ({"shift_factor": 0.1}, {"ffactor_spatial": 12}, {"frobnicate": 1},
+                {"ffactor_temporal": 32}, {"latent_channels": 48},
+                {"downsample_match_channel": False},
+                {"block_out_channels": [128, 256, 512, 1024, 1000]}):
+        with pytest.raises(VidaxError):
+            HunyuanVideo15VAEConfig.from_dict(bad)
+    model = nnx.eval_shape(lambda: HunyuanVideo15VAE(HunyuanVideo15VAEConfig.tiny()))
+    with pytest.raises(VidaxError):
+        model.encode(np.zeros((1, 8, 32, 32, 3), np.float32))
+    with pytest.raises(VidaxError):
+        model.decode(np.zeros((1, 2, 2, 2, 3), np.float32))
+
+
+# ----------------------------------------------------------------------------- tiny parity
+def _ncthw(x: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(x).permute(0, 4, 1, 2, 3)
+
+
+def _channels_last(x: torch.Tensor) -> np.ndarray:
+    return x.permute(0, 2, 3, 4, 1).numpy()
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory):
+    """A random authors'-layout file, diffusers' tiny VAE loaded from it, inputs, outputs."""
+    cfg = HunyuanVideo15VAEConfig.tiny()
+    ref = _diffusers_vae(cfg).eval()
+    # diffusers' HunyuanVideo15AttnBlock passes a [B, L, L] mask against [B, 1, L, L] scores,
+    # which fails for B > 1 (the authors' AttnBlock unsqueezes it to [B, 1, L, L]; open fix:
+    # huggingface/diffusers PR #13133); the samples are independent, so the reference runs
+    # them one at a time (its own slicing).
+    ref.enable_slicing()
+    shapes = {k: v.shape for k, v in ref.state_dict().items()}
+    names = _authors_keys(cfg, shapes)
+    authors = {k: torch.empty(shapes[v]) for k, v in names.items()}
+    randomize(sorted(authors.items()), seed=0)
+    assert len(authors) == manifests.get_manifest(MANIFEST).num_tensors
+    path = tmp_path_factory.mktemp("hunyuan_video1_5_vae") / FILE
+    save_file(authors, path)
+    ref.load_state_dict({names[k]: v for k, v in load_file(path).items()}, strict=True)
+    rng = np.random.default_rng(1)
+    video = rng.uniform(-1, 1, (BATCH, FRAMES, HEIGHT, WIDTH, 3)).astype(np.float32)
+    z = rng.standard_normal((BATCH, LATENT_FRAMES, HEIGHT // 16, WIDTH // 16,
+                             cfg.latent_channels)).astype(np.float32)
+    with torch.no_grad():
+        posterior = ref.encode(_ncthw(video)).latent_dist
+        decoded = ref.decode(_ncthw(z)).sample
+    assert posterior.mean.shape[2] == LATENT_FRAMES and decoded.shape[2] == FRAMES
+    return {"ref": ref, "cfg": cfg, "path": path, "video": video, "z": z,
+            "mean": _channels_last(posterior.mean), "log_var": _channels_last(posterior.logvar),
+            "decoded": _channels_last(decoded)}
+
+
+def _outputs(model: HunyuanVideo15VAE, case, direction: str):
+    if direction == "encode":
+        mean, log_var = model.encode(case["video"], normalize=False, return_log_var=True)
+        return np.asarray(mean), np.asarray(log_var)
+    return model.decode(case["z"], normalized=False, clamp=False)
+
+
+def test_vae_matches_diffusers(case, record_property):
+    model = vidax.load("hunyuan_video1_5", "vae", case["path"], config=case["cfg"])
+    assert isinstance(model, HunyuanVideo15VAE)
+    mean, log_var = _outputs(model, case, "encode")
+    decoded = _outputs(model, case, "decode")
+    for name, out, ref in (("hunyuan_video1_5_vae_mean", mean, case["mean"]),
+                           ("hunyuan_video1_5_vae_log_var", log_var, case["log_var"]),
+                           ("hunyuan_video1_5_vae_decode", decoded, case["decoded"])):
+        stats = compare(name, out, ref, record_property)
+        assert stats["max_abs_diff"] <= stats["bound"], stats
+    # The scaled API: the pipeline's ``* scaling_factor`` / ``/ scaling_factor``.
+    cfg = case["cfg"]
+    np.testing.assert_allclose(np.asarray(model.encode(case["video"])),
+                               mean * cfg.scaling_factor, rtol=1e-6)
+    scaled = model.decode(case["z"] * cfg.scaling_factor)
+    np.testing.assert_allclose(scaled, np.clip(decoded, -1, 1), atol=1e-5)
+
+
+def _swap_prefixes(path: Path, out: Path, a: str, b: str) -> Path:
+    """A copy of the file with every tensor under prefix ``a`` exchanged with its twin under
+    ``b`` (same shapes), saved as the release is."""
+    tensors = load_file(path)
+    keys = [k for k in tensors if k.startswith(a)]
+    assert keys
+    for key in keys:
+        twin = b + key[len(a):]
+        tensors[key], tensors[twin] = tensors[twin], tensors[key]
+    save_file(tensors, out)
+    return out
+
+
+@pytest.mark.parametrize("direction", ["encode", "decode"])
+def test_vae_negative_control(case, direction, tmp_path, record_property):
+    bad = _swap_prefixes(case["path"], tmp_path / FILE, *NEGATIVE[direction])
+    model = vidax.load("hunyuan_video1_5", "vae", bad, config=case["cfg"])
+    out = _outputs(model, case, direction)
+    out, ref = (out[0], case["mean"]) if direction == "encode" else (out, case["decoded"])
+    stats = compare(f"hunyuan_video1_5_vae_negative_{direction}", out, ref, record_property)
+    assert stats["max_abs_diff"] > stats["bound"], stats
+
+
+def test_causal_mask_matters(case, monkeypatch, record_property):
+    """The parity above depends on the frame-causal mask: the same weights with the
+    mid-block attention unmasked fail the bound. Traced afresh (a new jitted function), so
+    no program compiled with the mask is reused."""
+    from vidax.models.hunyuan_video1_5 import vae
+
+    masked = vae.attention
+
+    def unmasked(q, k, v, *, mask):
+        return masked(q, k, v)
+
+    model = vidax.load("hunyuan_video1_5", "vae", case["path"], config=case["cfg"])
+    monkeypatch.setattr(vae, "attention", unmasked)
+    graphdef, state = nnx.split(model)
+    moments = jax.jit(lambda s, x: nnx.merge(graphdef, s).moments(x))(
+        state, jnp.asarray(case["video"]))
+    mean = np.asarray(moments[..., :case["cfg"].latent_channels])
+    stats = compare("hunyuan_video1_5_vae_negative_unmasked", mean, case["mean"],
+                    record_property)
+    assert stats["max_abs_diff"] > stats["bound"], stats
+
+
+
+@pytest.mark.parametrize("direction", ["encode", "decode"])
+def test_vae_single_frame(case, direction, record_property):
+    """One frame (an image, as the i2v condition latent is encoded) and one latent frame:
+    the temporal resamplers see only their separately handled first frame."""
+    model = vidax.load("hunyuan_video1_5", "vae", case["path"], config=case["cfg"])
+    x = (case["video"] if direction == "encode" else case["z"])[:1, :1]
+    with torch.no_grad():
+        if direction == "encode":
+            ref = _channels_last(case["ref"].encode(_ncthw(x)).latent_dist.mean)
+            out = np.asarray(model.encode(x, normalize=False))
+        else:
+            ref = _channels_last(case["ref"].decode(_ncthw(x)).sample)
+            out = model.decode(x, normalized=False, clamp=False)
+    assert out.shape[1] == 1
+    stats = compare(f"hunyuan_video1_5_vae_{direction}_1_frame", out, ref, record_property)
+    assert stats["max_abs_diff"] <= stats["bound"], stats
