@@ -345,6 +345,8 @@ _RULES: dict[str, PartitionRules] = {
     "vidax.models.llama:LlamaModel": REASON1,
     "vidax.models.cosmos3:Cosmos3DiT": COSMOS3_DIT,
     "vidax.models.hunyuan_video.dit:HunyuanVideoDiT": HUNYUAN_VIDEO_DIT,
+    # HunyuanVideo-1.5: the same double blocks and token refiner (paths and all), no single blocks
+    "vidax.models.hunyuan_video1_5.dit:HunyuanVideo15DiT": HUNYUAN_VIDEO_DIT,
     "vidax.models.ltx2:LTX2DiT": LTX2_DIT,
 }
 

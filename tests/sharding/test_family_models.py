@@ -1,7 +1,7 @@
 """The other families' models on meshes of 8 simulated CPU devices: the LTX-Video 0.9.8 DiT,
 the Wan2.2 TI2V-5B DiT (per-token timesteps), the Cosmos-Predict2.5 DiT, the CogVideoX DiT (5b
-kind: RoPE), the Cosmos3 DiT (Nano kind), the HunyuanVideo 1.0 DiT (masked text), the LTX-2
-DiT (video and audio streams) and the Reason1 text encoder give the single-device output
+kind: RoPE), the Cosmos3 DiT (Nano kind), the HunyuanVideo 1.0 and 1.5 DiTs (masked text), the
+LTX-2 DiT (video and audio streams) and the Reason1 text encoder give the single-device output
 under dp, fsdp, tp, sp and mixed meshes, with their parameters placed by their partition
 rules.
 
@@ -24,6 +24,7 @@ from vidax.models.cogvideox.dit import CogVideoXDiT, CogVideoXDiTConfig
 from vidax.models.cosmos2_5 import CosmosDiT, CosmosDiTConfig
 from vidax.models.cosmos3 import Cosmos3DiT, Cosmos3DiTConfig
 from vidax.models.hunyuan_video.dit import HunyuanVideoDiT, HunyuanVideoDiTConfig
+from vidax.models.hunyuan_video1_5.dit import HunyuanVideo15DiT, HunyuanVideo15DiTConfig
 from vidax.models.reason1 import Reason1Config, Reason1TextModel
 from vidax.models.ltx2 import LTX2DiT, LTX2DiTConfig, Modality, audio_positions, video_positions
 from vidax.models.ltx_video.dit import LTXVideoDiT, LTXVideoDiTConfig
@@ -275,6 +276,31 @@ def _run_ltx2(model, v_latent, v_sigma, v_t, v_context, mask, a_latent, a_sigma,
 @pytest.mark.parametrize("spec", MESHES)
 def test_ltx2_dit_on_a_mesh(ltx2, spec):
     _check(_run_ltx2, *ltx2, spec)
+
+
+@pytest.fixture(scope="module")
+def hunyuan15():
+    cfg = dataclasses.replace(HunyuanVideo15DiTConfig.tiny(), hidden_size=256, heads_num=8)
+    rng = np.random.default_rng(0)
+    f = lambda *s: rng.standard_normal(s).astype(np.float32)   # noqa: E731
+    text_mask, byt5_mask = np.ones((2, 8), np.int32), np.ones((2, 6), np.int32)
+    text_mask[1, 5:], byt5_mask[0, 2:] = 0, 0
+    inputs = {"x": f(2, 2, 4, 6, 2 * cfg.in_channels + 1),   # [noisy | condition | mask]
+              "t": np.array([900.0, 250.0], np.float32),
+              "text_states": f(2, 8, cfg.text_states_dim), "text_mask": text_mask,
+              "byt5_states": f(2, 6, cfg.byt5_states_dim), "byt5_mask": byt5_mask,
+              "vision_states": f(2, 4, cfg.vision_states_dim)}     # image-to-video
+    return HunyuanVideo15DiT(cfg, keys=9), inputs
+
+
+@nnx.jit
+def _run_hunyuan15(model, x, t, text_states, text_mask, byt5_states, byt5_mask, vision_states):
+    return model(x, t, text_states, text_mask, byt5_states, byt5_mask, vision_states)
+
+
+@pytest.mark.parametrize("spec", MESHES)
+def test_hunyuan_video1_5_dit_on_a_mesh(hunyuan15, spec):
+    _check(_run_hunyuan15, *hunyuan15, spec)
 
 
 def test_rules_split_the_ltx_attention_by_heads():
