@@ -1,0 +1,273 @@
+"""Cosmos-Predict2.5 text2world (``vidax.pipelines.cosmos2_5``) against diffusers'
+``Cosmos2_5_PredictBasePipeline`` end to end.
+
+Oracle: a tiny diffusers-layout release written here by each component's own
+``save_pretrained`` -- ``CosmosTransformer3DModel`` (random values in every tensor),
+``AutoencoderKLWan`` (z 16, base width 8), transformers' ``Qwen2_5_VLForConditionalGeneration``
+(3 layers of 64: ``full_concat`` gives 192 = the DiT's projection input), a tiny byte-level
+``tokenizer.json`` with Qwen's special tokens and a chat template that renders Qwen2.5-VL's
+text-only format -- and the scheduler the diffusers converter writes. diffusers runs it
+(float32) with the same initial noise; vidax loads the folder with ``inspect_folder`` /
+``Pipeline.from_release(precision="fp32")``.
+
+Measured: the final latents (``output_type="latent"``), max |diff| <= 1e-4 x std(reference),
+with guidance 7 (the batch-of-2 path) and 1 (diffusers then runs the prompt alone) over 3
+steps; the Karras flow schedule (timesteps and
+sigmas) against diffusers' scheduler exactly. Negative control: Wan's guidance convention
+(``uncond + g (cond - uncond)``) in place of Cosmos' must fail the bound. The CLI writes an mp4.
+
+The diffusers reference's q/k RMSNorm eps is set to 1e-6 (the authors' value, what vidax uses
+for every release; diffusers builds 1e-5: ``tests/models/test_cosmos2_5_dit.py``).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import json  # noqa: E402
+import types  # noqa: E402
+from types import SimpleNamespace  # noqa: E402
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from tests.parity import compare, randomize  # noqa: E402
+from vidax.pipelines import cosmos2_5 as cp  # noqa: E402
+
+jax.config.update("jax_default_matmul_precision", "highest")
+
+FRAMES, WIDTH, HEIGHT, STEPS, GUIDANCE, SEQ_LEN = 5, 32, 16, 3, 7.0, 128
+TEXT = dict(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+            num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-6, rope_theta=1e6,
+            rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]})
+VISION = dict(depth=1, hidden_size=32, intermediate_size=48, num_heads=2, out_hidden_size=64,
+              fullatt_block_indexes=[0])
+# Qwen2.5-VL's template restricted to what the pipeline sends (text-only content lists).
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+    "{% for c in m['content'] %}{{ c['text'] }}{% endfor %}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+PROMPT, NEGATIVE = "a red bus drives through snow", "blurry, static"
+
+
+def _tokenizer(folder):
+    """A byte-level BPE trained on a few sentences, with Qwen's special tokens added, saved
+    by transformers (tokenizer.json + tokenizer_config.json with the chat template)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    trainer = trainers.BpeTrainer(vocab_size=280, special_tokens=specials,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    backend.train_from_iterator([cp.SYSTEM_PROMPT, PROMPT, NEGATIVE, cp.NEGATIVE_PROMPT,
+                                 "system user assistant"], trainer)
+    tok = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<|endoftext|>",
+                                  eos_token="<|im_end|>")
+    tok.chat_template = CHAT_TEMPLATE
+    tok.save_pretrained(folder)
+    return tok
+
+
+class _NoGuardrail:
+    def to(self, *_):
+        return self
+
+    def check_text_safety(self, _):
+        return True
+
+
+def _torchvision_stub():
+    """diffusers' Cosmos forward resizes the padding mask with torchvision (absent here):
+    nearest ``interpolate``, which is what torchvision does for NEAREST."""
+    def resize(img, size, interpolation):
+        return torch.nn.functional.interpolate(img, size=list(size), mode="nearest")
+    return types.SimpleNamespace(functional=types.SimpleNamespace(resize=resize),
+                                 InterpolationMode=types.SimpleNamespace(NEAREST="nearest"))
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory):
+    import diffusers.models.transformers.transformer_cosmos as cosmos_module
+    from diffusers import AutoencoderKLWan, CosmosTransformer3DModel, UniPCMultistepScheduler
+    from diffusers.pipelines.cosmos.pipeline_cosmos2_5_predict import (
+        Cosmos2_5_PredictBasePipeline,
+    )
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+
+    root = tmp_path_factory.mktemp("cosmos2_5_release")
+    torch.manual_seed(0)
+    dit = CosmosTransformer3DModel(
+        in_channels=17, out_channels=16, num_attention_heads=4, attention_head_dim=16,
+        num_layers=2, mlp_ratio=4.0, text_embed_dim=32, adaln_lora_dim=16,
+        max_size=(128, 240, 240), patch_size=(1, 2, 2), rope_scale=(1.0, 3.0, 3.0),
+        concat_padding_mask=True, extra_pos_embed_type=None, use_crossattn_projection=True,
+        crossattn_proj_in_channels=3 * 64, encoder_hidden_states_channels=32).eval()
+    randomize(sorted(dit.named_parameters()), seed=1)
+    dit.save_pretrained(root / "transformer")
+    for block in dit.transformer_blocks:
+        for attn in (block.attn1, block.attn2):
+            attn.norm_q.eps = attn.norm_k.eps = 1e-6
+    vae = AutoencoderKLWan(base_dim=8, z_dim=16).eval()
+    randomize(sorted(vae.named_parameters()), seed=2)
+    vae.save_pretrained(root / "vae")
+    text = Qwen2_5_VLForConditionalGeneration(
+        Qwen2_5_VLConfig(text_config=TEXT, vision_config=VISION)).eval()
+    randomize(text.named_parameters(), seed=3)
+    text.save_pretrained(root / "text_encoder")
+    tokenizer = _tokenizer(root / "tokenizer")
+    scheduler = UniPCMultistepScheduler(use_karras_sigmas=True, use_flow_sigmas=True,
+                                        prediction_type="flow_prediction", sigma_max=200.0,
+                                        sigma_min=0.01)
+    pipe = Cosmos2_5_PredictBasePipeline(text_encoder=text, tokenizer=tokenizer,
+                                         transformer=dit, vae=vae, scheduler=scheduler,
+                                         safety_checker=_NoGuardrail())
+    noise = np.random.default_rng(4).standard_normal(
+        (16, (FRAMES - 1) // 4 + 1, HEIGHT // 8, WIDTH // 8)).astype(np.float32)
+    # diffusers' pipeline truncates/pads to max_sequence_length; 512 would make the tiny
+    # test slow, so both sides use 128 (the chat format of these prompts is shorter).
+    with pytest.MonkeyPatch.context() as mp, torch.no_grad():
+        mp.setattr(cosmos_module, "transforms", _torchvision_stub(), raising=False)
+        latents = pipe(prompt=PROMPT, negative_prompt=NEGATIVE, height=HEIGHT, width=WIDTH,
+                       num_frames=FRAMES, num_inference_steps=STEPS, guidance_scale=GUIDANCE,
+                       latents=torch.from_numpy(noise)[None], output_type="latent",
+                       max_sequence_length=SEQ_LEN).frames
+        # guidance 1: diffusers skips the negative prompt (do_classifier_free_guidance)
+        unguided = pipe(prompt=PROMPT, negative_prompt=NEGATIVE, height=HEIGHT, width=WIDTH,
+                        num_frames=FRAMES, num_inference_steps=STEPS, guidance_scale=1.0,
+                        latents=torch.from_numpy(noise)[None], output_type="latent",
+                        max_sequence_length=SEQ_LEN).frames
+    return SimpleNamespace(root=root, noise=noise, scheduler=scheduler,
+                           expected=latents[0].permute(1, 2, 3, 0).numpy(),
+                           unguided=unguided[0].permute(1, 2, 3, 0).numpy())
+
+
+@pytest.fixture(scope="module")
+def vidax_pipe(case):
+    release = cp.inspect_folder(case.root)
+    assert release.layout == "diffusers" and release.variant == "tiny"
+    pipe = cp.Pipeline.from_release(release, precision="fp32")
+    pipe.tokenizer.seq_len = SEQ_LEN
+    return pipe
+
+
+def test_schedule_is_diffusers(case):
+    ours = cp.KarrasFlowUniPCScheduler(STEPS)
+    case.scheduler.set_timesteps(STEPS)
+    np.testing.assert_array_equal(ours.timesteps, case.scheduler.timesteps.numpy())
+    np.testing.assert_array_equal(ours.sigmas, case.scheduler.sigmas.numpy())
+
+
+@pytest.mark.parametrize("guidance", [GUIDANCE, 1.0])
+def test_latents_match_diffusers(case, vidax_pipe, guidance, record_property):
+    request = cp.make_request("text2world", "tiny", PROMPT, negative_prompt=NEGATIVE,
+                              frames=FRAMES, size=(WIDTH, HEIGHT), steps=STEPS,
+                              guidance_scale=guidance, noise=case.noise)
+    expected = case.expected if guidance > 1 else case.unguided
+    stats = compare(f"cosmos2_5_text2world_latents_g{guidance:g}",
+                    vidax_pipe.sample(request=request), expected, record_property)
+    assert stats["max_abs_diff"] <= stats["bound"], stats
+
+
+def test_negative_control_wan_guidance(case, vidax_pipe, record_property, monkeypatch):
+    """``uncond + g (cond - uncond)`` (Wan's convention) must not pass."""
+    def wan_style(graphdef, solver_step, compute_dtype, params, latents, state, index, t,
+                  context, guidance_scale):
+        from flax import nnx
+        flow = nnx.merge(graphdef, params)(
+            jax.numpy.concatenate([latents] * 2), jax.numpy.broadcast_to(t, (2,)), context,
+            compute_dtype=compute_dtype)
+        cond, uncond = flow[:1], flow[1:]
+        return solver_step(uncond + guidance_scale * (cond - uncond), index, latents, state)
+
+    monkeypatch.setattr(cp, "_denoise_step", jax.jit(wan_style, static_argnums=(0, 1, 2)))
+    request = cp.make_request("text2world", "tiny", PROMPT, negative_prompt=NEGATIVE,
+                              frames=FRAMES, size=(WIDTH, HEIGHT), steps=STEPS,
+                              guidance_scale=GUIDANCE, noise=case.noise)
+    stats = compare("cosmos2_5_text2world_negative", vidax_pipe.sample(request=request),
+                    case.expected, record_property)
+    assert stats["max_abs_diff"] > stats["bound"], stats
+
+
+def test_cli_writes_mp4(case, tmp_path, monkeypatch):
+    from vidax import cli
+
+    out = tmp_path / "t2w.mp4"
+    rc = cli.main(["generate", "cosmos2_5", "--checkpoint-dir", str(case.root), "--prompt",
+                   PROMPT, "--frames", "5", "--size", f"{WIDTH}x{HEIGHT}", "--steps", "2",
+                   "--precision", "fp32", "--out", str(out)])
+    assert rc == 0 and out.stat().st_size > 0
+
+
+def test_errors(case, tmp_path):
+    from vidax.errors import VidaxError
+
+    with pytest.raises(VidaxError, match="image2world is not implemented"):
+        cp.make_request("text2world", "tiny", PROMPT, image="x.png")
+    with pytest.raises(VidaxError, match="Cosmos-Reason1-7B"):
+        cp.inspect_folder(tmp_path)
+    assert json.loads((case.root / "transformer" / "config.json").read_text())
+
+
+@pytest.mark.parametrize("seq_len", [SEQ_LEN, 40])
+def test_token_ids_are_the_chat_template(case, seq_len):
+    """vidax's chat rendering + padding/truncation = transformers' ``apply_chat_template``
+    as ``_get_prompt_embeds`` calls it (40: both prompts truncated)."""
+    from transformers import AutoTokenizer
+
+    reference = AutoTokenizer.from_pretrained(case.root / "tokenizer")
+    ours, dropped = cp.ChatTokenizer(case.root / "tokenizer", seq_len=seq_len)([PROMPT, NEGATIVE])
+    for row, prompt in enumerate([PROMPT, NEGATIVE]):
+        messages = [{"role": "system", "content": [{"type": "text", "text": cp.SYSTEM_PROMPT}]},
+                    {"role": "user", "content": [{"type": "text", "text": prompt}]}]
+        ids = reference.apply_chat_template(
+            messages, tokenize=True, add_generation_prompt=False, add_vision_id=False,
+            max_length=seq_len, truncation=True, padding="max_length")
+        ids = ids["input_ids"] if not isinstance(ids, list) else ids
+        np.testing.assert_array_equal(ours[row], ids)
+    assert (min(dropped) > 0) == (seq_len == 40)
+
+
+def test_authors_layout_is_found(case, tmp_path, monkeypatch):
+    """The authors' folder (``base/{pre,post}-trained/*_ema_bf16.pt``, ``tokenizer.pth``) with
+    the text encoder given by the environment variable: size and stage identified from one
+    tensor's shape, nothing else read. Stand-in files: only the DiT's patch embedding is real
+    (2B width); the others are empty, which inspection never opens."""
+    from vidax.errors import VidaxError
+
+    release = tmp_path / "Cosmos-Predict2.5-2B"
+    for stage in ("pre-trained", "post-trained"):
+        (release / "base" / stage).mkdir(parents=True)
+        torch.save({"net.x_embedder.proj.1.weight": torch.zeros(2048, 72, dtype=torch.bfloat16)},
+                   release / "base" / stage / f"{stage}_ema_bf16.pt")
+    (release / "tokenizer.pth").touch()
+    reason1 = tmp_path / "Cosmos-Reason1-7B"
+    reason1.mkdir()
+    (reason1 / "model-00001-of-00005.safetensors").touch()
+    (reason1 / "tokenizer.json").write_text((case.root / "tokenizer" / "tokenizer.json")
+                                            .read_text())
+    (reason1 / "config.json").write_text(json.dumps(
+        {"model_type": "qwen2_5_vl", "vocab_size": 152064, "hidden_size": 3584,
+         "intermediate_size": 18944, "num_hidden_layers": 28, "num_attention_heads": 28,
+         "num_key_value_heads": 4, "rms_norm_eps": 1e-6, "rope_theta": 1e6,
+         "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}}))
+    with pytest.raises(VidaxError, match=cp.TEXT_ENCODER_ENV):
+        cp.inspect_folder(release)
+    monkeypatch.setenv(cp.TEXT_ENCODER_ENV, str(reason1))
+    found = cp.inspect_folder(release)
+    assert (found.layout, found.variant) == ("original", "predict-2b-post-trained")
+    assert found.files["dit"].parent.name == "post-trained"
+    assert found.configs["dit"] == cp.CosmosDiTConfig.predict_2b()
+    pre = cp.inspect_folder(release, "predict-2b-pre-trained")
+    assert pre.files["dit"].parent.name == "pre-trained"
+    # a text encoder of another width (the tiny one) is refused
+    (reason1 / "config.json").write_text((case.root / "text_encoder" / "config.json")
+                                         .read_text())
+    with pytest.raises(VidaxError, match="not the text encoder of this release"):
+        cp.inspect_folder(release, text_encoder_dir=reason1)

@@ -1,0 +1,579 @@
+"""Cosmos-Predict2.5 text-to-world (``text2world``), as diffusers'
+``Cosmos2_5_PredictBasePipeline`` runs it (``pipelines/cosmos/pipeline_cosmos2_5_predict.py``).
+
+1. Text: the prompt and the negative prompt (default: the pipeline's ``DEFAULT_NEGATIVE_PROMPT``)
+   go through Qwen2.5-VL's chat format -- system "You are a helpful assistant who will provide
+   prompts to an image generator.", the prompt as the user turn, no generation prompt --
+   truncated / padded with the tokenizer's pad token to exactly 512 ids (no attention mask);
+   Reason1 encodes them and :func:`vidax.models.reason1.full_concat` normalises and
+   concatenates its 28 hidden states ``[B, 512, 100352]``.
+2. Noise ``[T_lat, H/8, W/8, 16]``, ``T_lat = (F - 1) / 4 + 1``, from a seed (JAX's PRNG) or
+   given (``noise=``, the authors' ``[C, T, h, w]`` or vidax's ``[T, h, w, C]``).
+3. Sampling: UniPC (bh2, order 2, predicting x0) over a Karras schedule in flow space --
+   ``sigma_k = s_k / (1 + s_k)`` with ``s`` Karras' rho-7 ramp from 200 down to 0.01, then
+   0 -- the ``UniPCMultistepScheduler(use_karras_sigmas=True, use_flow_sigmas=True,
+   sigma_max=200, sigma_min=0.01)`` that diffusers' converter writes
+   (:class:`KarrasFlowUniPCScheduler`; its update is :class:`FlowUniPCMultistepScheduler`'s).
+   The DiT sees ``sigma_k`` (vidax's DiT takes scheduler units, so ``1000 sigma_k``).
+   Guidance, when ``guidance_scale > 1``: ``cond + g (cond - uncond)`` (note: Cosmos'
+   convention, not Wan's ``uncond + g (cond - uncond)``); at ``g <= 1`` the DiT runs on the
+   prompt alone. Both halves run as one batch of 2 in one jitted step.
+4. Decoding: the Wan2.1 VAE, chunk by chunk; uint8 as :func:`vidax.video.to_uint8`.
+
+Release folders (both are accepted; :func:`inspect_folder` tells them apart):
+
+* the authors' (``nvidia/Cosmos-Predict2.5-2B`` / ``-14B``, main branch):
+  ``base/post-trained/*_ema_bf16.pt`` (or ``base/pre-trained/``; ``--variant`` picks one when
+  both are there, post-trained is the default), ``tokenizer.pth`` (the VAE). The text encoder
+  is a separate release, ``nvidia/Cosmos-Reason1-7B`` (its safetensors shards, ``config.json``
+  and ``tokenizer.json``): point at it with ``text_encoder_dir=`` (Python), the
+  ``VIDAX_COSMOS_TEXT_ENCODER`` environment variable (the CLI), or place / symlink it as
+  ``Cosmos-Reason1-7B/`` inside the release folder.
+* diffusers' (the ``diffusers/base/post-trained`` revision): ``transformer/``, ``vae/``,
+  ``text_encoder/``, ``tokenizer/`` (``tokenizer.json`` read).
+
+Precision policies: ``"bf16"`` (default) runs the DiT in bfloat16 with the authors' float32
+islands (:mod:`vidax.models.cosmos2_5`), Reason1 in bfloat16 (the authors' dtype), the VAE in
+float32; ``"fp32"`` runs everything in float32 at "highest" matmul precision.
+
+Not done here: image2world / video2world (the conditioning frames); the guardrail models.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from vidax import registry
+from vidax.errors import VidaxError
+from vidax.models.cosmos2_5 import CosmosDiTConfig
+from vidax.models.reason1 import Reason1Config, full_concat
+from vidax.pipelines.common import (  # noqa: F401  (re-exported: the CLI's family API)
+    PRECISIONS,
+    Progress,
+    number,
+    parse_size,
+    precision_policy,
+)
+from vidax.pipelines.wan2_1 import (
+    check_frames,
+    check_size,
+    component_dtype,
+    load_component,
+    noise_array,
+    read_json_config,
+)
+from vidax.schedulers.common import check_steps
+from vidax.schedulers.flow_unipc import FlowUniPCMultistepScheduler, unipc_coefficients
+from vidax.sharding import constrain_batch, shard_batch, use_mesh
+
+MODEL_TYPE = "cosmos2_5"
+TASKS = ("text2world",)
+VARIANTS = ("predict-2b-post-trained", "predict-2b-pre-trained", "predict-14b-post-trained",
+            "predict-14b-pre-trained")
+TEXT_LEN = 512
+LATENT_CHANNELS = 16
+#: The environment variable naming the Cosmos-Reason1-7B folder (the authors' layout).
+TEXT_ENCODER_ENV = "VIDAX_COSMOS_TEXT_ENCODER"
+TEXT_ENCODER_SUBDIR = "Cosmos-Reason1-7B"
+
+#: ``_get_prompt_embeds``' system turn.
+SYSTEM_PROMPT = "You are a helpful assistant who will provide prompts to an image generator."
+#: diffusers' ``DEFAULT_NEGATIVE_PROMPT`` (pipeline_cosmos2_5_predict.py).
+NEGATIVE_PROMPT = (
+    "The video captures a series of frames showing ugly scenes, static with no motion, motion "
+    "blur, over-saturation, shaky footage, low resolution, grainy texture, pixelated images, "
+    "poorly lit areas, underexposed and overexposed scenes, poor color balance, washed out "
+    "colors, choppy sequences, jerky movements, low frame rate, artifacting, color banding, "
+    "unnatural transitions, outdated special effects, fake elements, unconvincing visuals, "
+    "poorly edited content, jump cuts, visual noise, and flickering. Overall, the video is of "
+    "poor quality.")
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """``Cosmos2_5_PredictBasePipeline.__call__``'s defaults (size is (width, height))."""
+
+    steps: int = 36
+    guidance_scale: float = 7.0
+    size: tuple[int, int] = (1280, 704)
+    frames: int = 93
+    fps: int = 16
+    negative_prompt: str = NEGATIVE_PROMPT
+
+
+def defaults_for(variant: str) -> Defaults:
+    if variant in VARIANTS:
+        return Defaults()
+    return Defaults(steps=3, size=(64, 48), frames=5)  # tiny: seconds on a CPU
+
+
+# ----------------------------------------------------------------------------- the scheduler
+def karras_flow_sigmas(num_inference_steps: int, sigma_min: float = 0.01,
+                       sigma_max: float = 200.0, rho: float = 7.0,
+                       num_train_timesteps: int = 1000) -> tuple[np.ndarray, np.ndarray]:
+    """(int64 timesteps ``[N]``, float32 sigmas ``[N + 1]``) of diffusers'
+    ``UniPCMultistepScheduler.set_timesteps`` with ``use_karras_sigmas`` and
+    ``use_flow_sigmas`` (``_convert_to_karras``, then ``s / (s + 1)``, final sigma 0), in its
+    float64 arithmetic; timesteps truncated as its ``.to(torch.int64)``."""
+    ramp = np.linspace(0, 1, num_inference_steps)
+    lo, hi = sigma_min ** (1 / rho), sigma_max ** (1 / rho)
+    karras = (hi + ramp * (lo - hi)) ** rho
+    flow = karras / (karras + 1)
+    timesteps = (flow * num_train_timesteps).astype(np.int64)
+    return timesteps, np.concatenate([flow, [0.0]]).astype(np.float32)
+
+
+class KarrasFlowUniPCScheduler(FlowUniPCMultistepScheduler):
+    """UniPC (bh2, order 2, x0) over Cosmos-Predict2.5's Karras flow schedule.
+
+    diffusers' ``UniPCMultistepScheduler`` with flow sigmas does the same update as the Wan
+    authors' ``FlowUniPCMultistepScheduler`` (x0 = sample - sigma v; alpha = 1 - sigma; the
+    same order warm-up, ``lower_order_final`` and corrector); only the schedule differs, so
+    this class keeps :meth:`step` and :meth:`init` and replaces the schedule.
+    """
+
+    def __init__(self, num_inference_steps: int, *, sigma_min: float = 0.01,
+                 sigma_max: float = 200.0, solver_order: int = 2,
+                 num_train_timesteps: int = 1000):
+        check_steps(type(self).__name__, num_inference_steps, 1.0, solver_order, None)
+        self.num_inference_steps = int(num_inference_steps)
+        self.shift = 1.0
+        self.solver_order = int(solver_order)
+        self.num_train_timesteps = int(num_train_timesteps)
+        self.timesteps, self.sigmas = karras_flow_sigmas(
+            self.num_inference_steps, sigma_min, sigma_max,
+            num_train_timesteps=self.num_train_timesteps)
+        self.coefficients = unipc_coefficients(self.sigmas, self.solver_order)
+
+
+# ----------------------------------------------------------------------------- text
+def chat_text(prompt: str) -> str:
+    """The string Qwen2.5-VL's chat template renders for ``_get_prompt_embeds``' two turns
+    (text content only, ``add_generation_prompt=False``, ``add_vision_id=False``)."""
+    return (f"<|im_start|>system\n{SYSTEM_PROMPT}<|im_end|>\n"
+            f"<|im_start|>user\n{prompt}<|im_end|>\n")
+
+
+class ChatTokenizer:
+    """A Qwen2.5-VL ``tokenizer.json`` for Cosmos: :func:`chat_text`, then ids without added
+    special tokens, truncated to the first ``seq_len`` and right-padded with the pad token
+    (``apply_chat_template(..., truncation=True, padding="max_length")``)."""
+
+    def __init__(self, folder: str | os.PathLike, *, seq_len: int = TEXT_LEN):
+        from tokenizers import Tokenizer as _Backend
+
+        self.folder, self.seq_len = Path(folder), seq_len
+        path = self.folder / "tokenizer.json"
+        if not path.is_file():
+            raise VidaxError(f"{self.folder}: no tokenizer.json (the Qwen2.5-VL tokenizer the "
+                             "text encoder's release ships)")
+        try:
+            self._backend = _Backend.from_file(str(path))
+        except Exception as e:  # the Rust side raises a bare Exception on a malformed file
+            raise VidaxError(f"{path}: not a readable tokenizers file ({e})") from e
+        self._backend.no_truncation()
+        self._backend.no_padding()
+        pad = "<|endoftext|>"  # Qwen2.5-VL's pad token, unless the config names another
+        config = self.folder / "tokenizer_config.json"
+        if config.is_file():
+            value = read_json_config(config).get("pad_token", pad)
+            pad = value.get("content", pad) if isinstance(value, dict) else (value or pad)
+        self.pad_id = self._backend.token_to_id(pad)
+        if self.pad_id is None:
+            raise VidaxError(f"{path}: the pad token {pad!r} is not in the vocabulary")
+
+    def __call__(self, prompts: list[str]) -> tuple[np.ndarray, list[int]]:
+        """int32 ids ``[B, seq_len]`` and, per prompt, how many ids truncation dropped."""
+        encodings = self._backend.encode_batch([chat_text(p) for p in prompts],
+                                               add_special_tokens=False)
+        ids = np.full((len(prompts), self.seq_len), self.pad_id, np.int32)
+        dropped = []
+        for row, enc in enumerate(encodings):
+            kept = enc.ids[: self.seq_len]
+            ids[row, : len(kept)] = kept
+            dropped.append(len(enc.ids) - len(kept))
+        return ids, dropped
+
+
+# ----------------------------------------------------------------------------- the release
+@dataclass(frozen=True)
+class Release:
+    """A Cosmos-Predict2.5 release folder: its layout ("original" or "diffusers"), variant,
+    each component's config and file (``tokenizer``: the folder holding tokenizer.json)."""
+
+    folder: Path
+    task: str
+    variant: str
+    layout: str
+    configs: dict
+    files: dict
+
+    @property
+    def defaults(self) -> Defaults:
+        return defaults_for(self.variant)
+
+
+ROLES = {"dit": "the DiT", "vae": "the Wan2.1 VAE", "text_encoder": "the Reason1 text encoder",
+         "tokenizer": "the Qwen2.5-VL tokenizer"}
+
+
+def _text_encoder_folder(folder: Path, text_encoder_dir) -> Path:
+    if text_encoder_dir is not None:
+        return Path(text_encoder_dir)
+    if os.environ.get(TEXT_ENCODER_ENV):
+        return Path(os.environ[TEXT_ENCODER_ENV])
+    return folder / TEXT_ENCODER_SUBDIR
+
+
+def _first(folder: Path, pattern: str) -> Path | None:
+    found = sorted(folder.glob(pattern))
+    return found[0] if found else None
+
+
+def _dit_size(path: Path) -> str:
+    """``2b`` or ``14b`` from the width of the authors' patch embedding (no weight read)."""
+    from vidax.translator.io import open_checkpoint
+
+    with open_checkpoint(path) as ckpt:
+        for key, tensor in ckpt.items():
+            if key.endswith("x_embedder.proj.1.weight"):
+                width = tensor.shape[0]
+                break
+        else:
+            raise VidaxError(f"{path}: no net.x_embedder.proj.1.weight; not a "
+                             "Cosmos-Predict2.5 DiT checkpoint")
+    for size, preset in (("2b", CosmosDiTConfig.predict_2b()),
+                         ("14b", CosmosDiTConfig.predict_14b())):
+        if preset.model_channels == width:
+            return size
+    raise VidaxError(f"{path}: a DiT of width {width}, neither Cosmos-Predict2.5 2B (2048) "
+                     "nor 14B (5120)")
+
+
+def inspect_folder(folder: str | os.PathLike, variant: str | None = None, *,
+                   text_encoder_dir: str | os.PathLike | None = None) -> Release:
+    """Find every component of a Cosmos-Predict2.5 release without reading a weight.
+
+    ``variant``: one of :data:`VARIANTS` (the authors' layout: picks ``pre-trained`` or
+    ``post-trained``; the size is read from the file) or ``"tiny"``; default: post-trained
+    where present. ``text_encoder_dir``: the Cosmos-Reason1-7B folder (authors' layout; see
+    the module docstring for the other ways to give it). One :class:`VidaxError` lists every
+    missing file.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise VidaxError(f"{folder}: no such folder (expected a Cosmos-Predict2.5 release "
+                         "folder)")
+    if variant is not None and variant not in (*VARIANTS, "tiny"):
+        raise VidaxError(f"unknown Cosmos-Predict2.5 variant {variant!r}; known: "
+                         f"{', '.join(VARIANTS)} (and 'tiny')")
+    missing: list[str] = []
+    if (folder / "transformer" / "config.json").is_file():
+        layout = "diffusers"
+        dit_config = CosmosDiTConfig.from_dict(
+            read_json_config(folder / "transformer" / "config.json"))
+        files = {"dit": _first(folder, "transformer/*.safetensors.index.json")
+                 or _first(folder, "transformer/diffusion_pytorch_model*.safetensors"),
+                 "vae": _first(folder, "vae/diffusion_pytorch_model*.safetensors"),
+                 "text_encoder": folder / "text_encoder", "tokenizer": folder / "tokenizer"}
+        vae_config = registry.get("wan2_1", "vae", "diffusers").make_config(
+            overrides=read_json_config(folder / "vae" / "config.json")) \
+            if (folder / "vae" / "config.json").is_file() else None
+        if variant is None:
+            variant = next((v for v in VARIANTS if registry.get(MODEL_TYPE, "dit").make_config(
+                v) == dit_config), "tiny")
+    else:
+        layout = "original"
+        stage = "pre-trained" if variant and variant.endswith("pre-trained") else "post-trained"
+        dit = _first(folder, f"base/{stage}/*_ema_bf16.pt")
+        if dit is None and variant is None:
+            stage = "pre-trained"
+            dit = _first(folder, f"base/{stage}/*_ema_bf16.pt")
+        text_folder = _text_encoder_folder(folder, text_encoder_dir)
+        files = {"dit": dit, "vae": folder / "tokenizer.pth" if (
+            folder / "tokenizer.pth").is_file() else None,
+            "text_encoder": text_folder, "tokenizer": text_folder}
+        if variant == "tiny":
+            raise VidaxError(f"{folder}: a tiny Cosmos-Predict2.5 release must be in diffusers' "
+                             "layout (transformer/config.json gives its sizes); the authors' "
+                             "layout holds only the released 2B / 14B networks")
+        dit_config = vae_config = None
+        if dit is not None:
+            found = f"predict-{_dit_size(dit)}-{stage}"
+            if variant not in (None, found):
+                raise VidaxError(f"{dit} is the {found} DiT, not {variant}")
+            variant = found
+            dit_config = registry.get(MODEL_TYPE, "dit").make_config(variant)
+            vae_config = registry.get("wan2_1", "vae").make_config("t2v-1.3b")
+    if files["dit"] is None:
+        missing.append("base/post-trained/*_ema_bf16.pt (the DiT)" if layout == "original"
+                       else "transformer/diffusion_pytorch_model*.safetensors (the DiT)")
+    if files["vae"] is None or vae_config is None:
+        missing.append("tokenizer.pth (the Wan2.1 VAE)" if layout == "original"
+                       else "vae/config.json and diffusion_pytorch_model.safetensors (the VAE)")
+    te = files["text_encoder"]
+    if not (te / "config.json").is_file() or _first(te, "model*.safetensors") is None:
+        hint = (f" -- give the Cosmos-Reason1-7B folder with text_encoder_dir=, the "
+                f"{TEXT_ENCODER_ENV} environment variable, or as {TEXT_ENCODER_SUBDIR}/ in "
+                "the release folder" if layout == "original" else "")
+        missing.append(f"{te}/config.json and model*.safetensors ({ROLES['text_encoder']}"
+                       f"{hint})")
+    if not (files["tokenizer"] / "tokenizer.json").is_file():
+        missing.append(f"{files['tokenizer']}/tokenizer.json ({ROLES['tokenizer']})")
+    if missing:
+        raise VidaxError(f"{folder} is not a complete Cosmos-Predict2.5 release folder "
+                         f"({layout} layout): missing " + "; ".join(missing)
+                         + ". Nothing was loaded.")
+    text_config = Reason1Config.from_dict(read_json_config(te / "config.json"))
+    width = text_config.hidden_size * text_config.num_hidden_layers
+    if dit_config.use_crossattn_projection and dit_config.crossattn_proj_in_channels != width:
+        raise VidaxError(f"{te}: the text encoder makes {text_config.num_hidden_layers} x "
+                         f"{text_config.hidden_size} = {width} features, but the DiT projects "
+                         f"{dit_config.crossattn_proj_in_channels}; not the text encoder of "
+                         "this release")
+    if vae_config.z_dim != dit_config.in_channels:
+        raise VidaxError(f"{files['vae']}: a VAE of {vae_config.z_dim} latent channels; the DiT "
+                         f"reads {dit_config.in_channels}")
+    configs = {"dit": dit_config, "vae": vae_config, "text_encoder": text_config}
+    return Release(folder, TASKS[0], variant, layout, configs, files)
+
+
+# ----------------------------------------------------------------------------- the request
+@dataclass(frozen=True)
+class Request:
+    """One generation, every option resolved; ``noise`` ``[T, h, w, 16]`` or None (seed)."""
+
+    task: str
+    prompt: str
+    negative_prompt: str
+    frames: int
+    size: tuple[int, int]
+    steps: int
+    guidance_scale: float
+    seed: int
+    fps: float
+    noise: np.ndarray | None = None
+
+    @property
+    def latent_shape(self) -> tuple[int, int, int, int]:
+        width, height = self.size
+        return (self.frames - 1) // 4 + 1, height // 8, width // 8, LATENT_CHANNELS
+
+
+def make_request(task: str, variant: str, prompt: str, *, negative_prompt: str | None = None,
+                 image=None, last_image=None, frames: int | None = None,
+                 size: tuple[int, int] | str | None = None, steps: int | None = None,
+                 guidance_scale: float | None = None, shift: float | None = None,
+                 sample_solver: str | None = None, seed: int = 0, noise=None,
+                 fps: float | None = None) -> Request:
+    """Validate and resolve a generation's options (None: the release's default). ``image``,
+    ``last_image``, ``shift`` and ``sample_solver`` exist for the CLI's common signature and
+    are refused: image2world is not implemented, and the schedule has no shift or solver
+    choice."""
+    if task not in TASKS:
+        raise VidaxError(f"Cosmos-Predict2.5 task must be one of {TASKS}, got {task!r}")
+    for name, value in (("--image", image), ("--last-image", last_image), ("--shift", shift),
+                        ("--sample-solver", sample_solver)):
+        if value is not None:
+            raise VidaxError(f"Cosmos-Predict2.5 text2world takes no {name} (image2world is "
+                             "not implemented in vidax yet; the sampler is fixed: UniPC over "
+                             "a Karras schedule, no shift)")
+    if not isinstance(prompt, str):
+        raise VidaxError(f"the prompt must be a string, got {type(prompt).__name__}")
+    d = defaults_for(variant)
+    frames = check_frames(d.frames if frames is None else frames)
+    if isinstance(size, str):
+        size = parse_size(size)
+    size = check_size(d.size if size is None else size)
+    steps = d.steps if steps is None else steps
+    if not isinstance(steps, (int, np.integer)) or steps < 1:
+        raise VidaxError(f"steps must be a positive integer, got {steps!r}")
+    guidance_scale = number("guidance_scale", d.guidance_scale if guidance_scale is None
+                            else guidance_scale, positive=False)
+    fps = number("fps", d.fps if fps is None else fps)
+    if not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise VidaxError(f"seed must be a non-negative integer, got {seed!r}")
+    request = Request(task, prompt, negative_prompt or d.negative_prompt, frames, size,
+                      int(steps), guidance_scale, int(seed), fps)
+    if noise is not None:
+        request = dataclasses.replace(request, noise=noise_array(noise, request.latent_shape))
+    return request
+
+
+# ----------------------------------------------------------------------------- jitted pieces
+@functools.partial(jax.jit, static_argnums=0)
+def _encode_text(graphdef, params, ids):
+    """Reason1 on the ids (causal, no mask) -> ``full_concat`` ``[B, L, layers x width]``."""
+    return full_concat(nnx.merge(graphdef, params)(ids))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2), donate_argnums=(4, 5))
+def _denoise_step(graphdef, solver_step, compute_dtype, params, latents, state, index, t,
+                  context, guidance_scale):
+    """One step: the DiT on the prompt (and, with ``context [2, L, C]``, the negative prompt
+    as one batch of 2), Cosmos' guidance ``cond + g (cond - uncond)``, the UniPC update."""
+    dit = nnx.merge(graphdef, params)
+    n = context.shape[0]
+    x = constrain_batch(jnp.concatenate([latents] * n)) if n > 1 else latents
+    flow = dit(x, jnp.broadcast_to(t, (n,)), constrain_batch(context) if n > 1 else context,
+               compute_dtype=compute_dtype)
+    velocity = flow[:1]
+    if n > 1:
+        velocity = velocity + guidance_scale * (velocity - flow[1:])
+    return solver_step(velocity, index, latents, state)
+
+
+# ----------------------------------------------------------------------------- the pipeline
+class Cosmos25Pipeline:
+    """A loaded Cosmos-Predict2.5 release: ``pipe(prompt, **options)`` -> uint8 frames
+    ``[F, H, W, 3]``; :meth:`sample` gives the final latents, :meth:`decode` frames,
+    :meth:`write` an mp4."""
+
+    def __init__(self, release: Release, *, dit, vae, text_encoder, tokenizer, mesh=None,
+                 precision: str = "bf16", console=None):
+        self.release, self.task, self.variant = release, release.task, release.variant
+        self.precision = precision_policy(precision)
+        self.dit, self.vae, self.text_encoder, self.tokenizer = dit, vae, text_encoder, tokenizer
+        self.mesh = mesh
+        self._progress = Progress(console)
+
+    @property
+    def defaults(self) -> Defaults:
+        return self.release.defaults
+
+    @classmethod
+    def from_release(cls, release: Release, *, mesh=None, precision: str = "bf16",
+                     console=None) -> Cosmos25Pipeline:
+        """Verify every component file against its model (no weight read), then load them."""
+        policy = precision_policy(precision)
+        progress = Progress(console)
+        where = {"dit": (MODEL_TYPE, release.layout), "vae": ("wan2_1", release.layout),
+                 "text_encoder": ("reason1", "transformers")}
+        for component, (model_type, layout) in where.items():
+            _verify(registry.get(model_type, component, layout), release.files[component],
+                    release.configs[component])
+        progress.line(f"Cosmos-Predict2.5 {release.variant} ({release.layout} layout) in "
+                      f"{release.folder}: every component verified; loading with precision "
+                      f"{policy.name}")
+        models = {}
+        for component, (model_type, _) in where.items():
+            models[component] = load_component(
+                progress, model_type, component, release.files[component],
+                release.configs[component], component_dtype(policy, component), mesh)
+        return cls(release, dit=models["dit"], vae=models["vae"],
+                   text_encoder=models["text_encoder"],
+                   tokenizer=ChatTokenizer(release.files["tokenizer"]), mesh=mesh,
+                   precision=precision, console=console)
+
+    def request(self, prompt: str, **options) -> Request:
+        return make_request(self.task, self.variant, prompt, **options)
+
+    def _place(self, array):
+        return jnp.asarray(array) if self.mesh is None else shard_batch(array, self.mesh)
+
+    def _matmul_precision(self):
+        if self.precision.matmul is None:
+            return contextlib.nullcontext()
+        return jax.default_matmul_precision(self.precision.matmul)
+
+    def encode_text(self, prompts: list[str]) -> jax.Array:
+        """``[len(prompts), 512, layers x width]``; warns when a prompt is truncated."""
+        ids, dropped = self.tokenizer(prompts)
+        for i, n in enumerate(dropped):
+            if n:
+                warnings.warn(f"prompt {i} is {n + self.tokenizer.seq_len} tokens long in the "
+                              f"chat format, more than {self.tokenizer.seq_len}: its last {n} "
+                              "were dropped (the authors truncate the same way)", UserWarning,
+                              stacklevel=3)
+        graphdef, params = nnx.split(self.text_encoder)
+        return _encode_text(graphdef, params, self._place(ids))
+
+    def initial_noise(self, request: Request) -> jax.Array:
+        if request.noise is not None:
+            return self._place(request.noise[None])
+        key = jax.random.key(request.seed)
+        return self._place(jax.random.normal(key, (1, *request.latent_shape), jnp.float32))
+
+    def sample(self, prompt: str | None = None, *, request: Request | None = None,
+               **options) -> np.ndarray:
+        """The final latents ``[T_lat, H/8, W/8, 16]`` (float32, normalised)."""
+        if request is None:
+            request = self.request(prompt, **options)
+        elif prompt is not None or options:
+            raise VidaxError("pass either a request or a prompt with options, not both")
+        guided = request.guidance_scale > 1  # diffusers' do_classifier_free_guidance
+        progress = self._progress
+        with self._matmul_precision():
+            with progress.phase("encoding the prompt" + (" and the negative prompt"
+                                                         if guided else "")):
+                context = self.encode_text([request.prompt] + (
+                    [request.negative_prompt] if guided else []))
+            scheduler = KarrasFlowUniPCScheduler(request.steps)
+            latents = self.initial_noise(request)
+            state = scheduler.init(latents.shape, sharding=latents.sharding)
+            graphdef, params = nnx.split(self.dit)
+            guidance = jnp.float32(request.guidance_scale)
+            width, height = request.size
+            with progress.phase(f"sampling {request.frames} frames at {width}x{height}, "
+                                f"guidance {request.guidance_scale:g}",
+                                total=request.steps) as advance:
+                for index in range(request.steps):
+                    # diffusers hands the DiT sigma; vidax's DiT takes scheduler units
+                    t = jnp.float32(scheduler.sigmas[index]) * jnp.float32(1000)
+                    with use_mesh(self.mesh) if self.mesh is not None else \
+                            contextlib.nullcontext():
+                        latents, state = _denoise_step(
+                            graphdef, scheduler.step, self.precision.dit_compute, params,
+                            latents, state, jnp.int32(index), t, context, guidance)
+                    latents.block_until_ready()
+                    advance()
+        return np.asarray(latents[0])
+
+    def decode(self, latents) -> np.ndarray:
+        """Latents ``[T_lat, h, w, 16]`` -> uint8 frames ``[4(T_lat - 1) + 1, 8h, 8w, 3]``."""
+        from vidax.video import to_uint8
+
+        latents = np.asarray(latents, np.float32)
+        with self._matmul_precision(), self._progress.phase(
+                f"decoding {latents.shape[0]} latent frames"):
+            video = self.vae.decode(self._place(latents[None]))
+        return to_uint8(video[0])
+
+    def __call__(self, prompt: str | None = None, *, request: Request | None = None,
+                 **options) -> np.ndarray:
+        return self.decode(self.sample(prompt, request=request, **options))
+
+    def write(self, frames, path: str | os.PathLike, *, fps: float | None = None) -> Path:
+        from vidax.video import write_mp4
+
+        return write_mp4(path, frames, fps=fps or self.defaults.fps)
+
+
+def _verify(spec, path: Path, config) -> None:
+    """The component's names and shapes against its model, before any weight is read (the
+    error ``vidax.load`` would raise, naming the file)."""
+    from vidax import loading
+    from vidax.errors import VerificationError
+    from vidax.translator.io import open_checkpoint
+
+    with open_checkpoint(path) as ckpt:
+        report, _, _ = loading.verify_tensors(spec, config, ckpt, source=str(path))
+    if not report.ok:
+        raise VerificationError(
+            f"{path} is not a {spec.model_type} {spec.component} checkpoint ({spec.layout} "
+            "layout) at this config (no weights were loaded): "
+            + "; ".join(report.lines(5)[1:]), report)
+
+
+Pipeline = Cosmos25Pipeline
