@@ -89,8 +89,38 @@ _FIXED = {"qkv_bias": True, "qk_norm": True, "qk_norm_type": "rms", "mlp_act_typ
           "text_projection": "single_refiner", "use_attention_mask": True}
 
 
+class DiTGeometry:
+    """What the HunyuanVideo 1.0 and 1.5 DiT configs share: the (t, h, w) patch and RoPE split
+    checks and the head / MLP sizes. Subclasses are frozen dataclasses with ``patch_size``,
+    ``rope_dim_list``, ``hidden_size``, ``heads_num`` and ``mlp_width_ratio`` fields, and name
+    themselves in ``_NAME`` for the error messages."""
+
+    _NAME = "HunyuanVideo DiT"
+
+    def __post_init__(self):
+        object.__setattr__(self, "patch_size", tuple(int(p) for p in self.patch_size))
+        object.__setattr__(self, "rope_dim_list", tuple(int(d) for d in self.rope_dim_list))
+        if len(self.patch_size) != 3 or len(self.rope_dim_list) != 3:
+            raise VidaxError(f"{self._NAME} patch_size {self.patch_size} and rope_dim_list "
+                             f"{self.rope_dim_list} must have 3 entries (t, h, w)")
+        if self.hidden_size % self.heads_num:
+            raise VidaxError(f"{self._NAME} hidden_size {self.hidden_size} does not split "
+                             f"into {self.heads_num} heads")
+        if sum(self.rope_dim_list) != self.head_dim or any(d % 2 for d in self.rope_dim_list):
+            raise VidaxError(f"{self._NAME} rope_dim_list {self.rope_dim_list} must be even "
+                             f"sizes summing to the head size {self.head_dim}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.heads_num
+
+    @property
+    def mlp_dim(self) -> int:
+        return int(self.hidden_size * self.mlp_width_ratio)
+
+
 @dataclass(frozen=True)
-class HunyuanVideoDiTConfig:
+class HunyuanVideoDiTConfig(DiTGeometry):
     """The authors' ``HYVideoDiffusionTransformer`` hyper-parameters (their argument names)."""
 
     patch_size: tuple[int, int, int] = (1, 2, 2)
@@ -106,27 +136,6 @@ class HunyuanVideoDiTConfig:
     guidance_embed: bool = True
     text_states_dim: int = 4096      # LLaVA-Llama-3-8B hidden size
     text_states_dim_2: int = 768     # CLIP-L pooled vector
-
-    def __post_init__(self):
-        object.__setattr__(self, "patch_size", tuple(int(p) for p in self.patch_size))
-        object.__setattr__(self, "rope_dim_list", tuple(int(d) for d in self.rope_dim_list))
-        if len(self.patch_size) != 3 or len(self.rope_dim_list) != 3:
-            raise VidaxError(f"HunyuanVideo DiT patch_size {self.patch_size} and rope_dim_list "
-                             f"{self.rope_dim_list} must have 3 entries (t, h, w)")
-        if self.hidden_size % self.heads_num:
-            raise VidaxError(f"HunyuanVideo DiT hidden_size {self.hidden_size} does not split "
-                             f"into {self.heads_num} heads")
-        if sum(self.rope_dim_list) != self.head_dim or any(d % 2 for d in self.rope_dim_list):
-            raise VidaxError(f"HunyuanVideo DiT rope_dim_list {self.rope_dim_list} must be even "
-                             f"sizes summing to the head size {self.head_dim}")
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden_size // self.heads_num
-
-    @property
-    def mlp_dim(self) -> int:
-        return int(self.hidden_size * self.mlp_width_ratio)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> HunyuanVideoDiTConfig:

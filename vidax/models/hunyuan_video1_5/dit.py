@@ -76,6 +76,7 @@ from flax import nnx
 from vidax.errors import VidaxError
 from vidax.models.hunyuan_video.dit import (
     COMPUTE_DTYPES,
+    DiTGeometry,
     FinalLayer,
     HunyuanVideoDiT,
     MMDoubleStreamBlock,
@@ -104,10 +105,12 @@ _KERNEL_KEYS = ("attn_mode", "attn_param")
 
 
 @dataclass(frozen=True)
-class HunyuanVideo15DiTConfig:
+class HunyuanVideo15DiTConfig(DiTGeometry):
     """The authors' ``HunyuanVideo_1_5_DiffusionTransformer`` hyper-parameters (their argument
     names; ``byt5_states_dim`` / ``byt5_hidden_dim`` are their hard-coded ``ByT5Mapper(in_dim=
     1472, hidden_dim=2048, out_dim=2048)``)."""
+
+    _NAME = "HunyuanVideo-1.5 DiT"
 
     patch_size: tuple[int, int, int] = (1, 1, 1)
     in_channels: int = 32            # latent channels; img_in sees 2 * in_channels + 1
@@ -125,27 +128,6 @@ class HunyuanVideo15DiTConfig:
     byt5_hidden_dim: int = 2048
     ideal_resolution: str | None = None   # pipeline hints ("480p" / "720p"), no effect here
     ideal_task: str | None = None         # "t2v" / "i2v"
-
-    def __post_init__(self):
-        object.__setattr__(self, "patch_size", tuple(int(p) for p in self.patch_size))
-        object.__setattr__(self, "rope_dim_list", tuple(int(d) for d in self.rope_dim_list))
-        if len(self.patch_size) != 3 or len(self.rope_dim_list) != 3:
-            raise VidaxError(f"HunyuanVideo-1.5 DiT patch_size {self.patch_size} and "
-                             f"rope_dim_list {self.rope_dim_list} must have 3 entries (t, h, w)")
-        if self.hidden_size % self.heads_num:
-            raise VidaxError(f"HunyuanVideo-1.5 DiT hidden_size {self.hidden_size} does not "
-                             f"split into {self.heads_num} heads")
-        if sum(self.rope_dim_list) != self.head_dim or any(d % 2 for d in self.rope_dim_list):
-            raise VidaxError(f"HunyuanVideo-1.5 DiT rope_dim_list {self.rope_dim_list} must be "
-                             f"even sizes summing to the head size {self.head_dim}")
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden_size // self.heads_num
-
-    @property
-    def mlp_dim(self) -> int:
-        return int(self.hidden_size * self.mlp_width_ratio)
 
     @property
     def img_in_channels(self) -> int:
