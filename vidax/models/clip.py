@@ -66,6 +66,8 @@ CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 _ACTIVATIONS = {
     "quick_gelu": lambda x: x * jax.nn.sigmoid(1.702 * x),   # the authors' QuickGELU
     "gelu": lambda x: jax.nn.gelu(x, approximate=False),      # torch nn.GELU()
+    # transformers' tanh-approximated GELU (SigLIP's hidden_act, vidax.models.siglip)
+    "gelu_pytorch_tanh": lambda x: jax.nn.gelu(x, approximate=True),
 }
 _POOL_TYPES = ("token", "token_fc", "attn_pool")
 

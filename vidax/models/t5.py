@@ -114,6 +114,15 @@ class T5Config:
         return cls(vocab_size=32128, shared_pos=True)
 
     @classmethod
+    def glyph_sdxl_v2(cls) -> T5Config:
+        """google/byt5-small's encoder as Glyph-SDXL-v2 fine-tuned it (``byt5_model.pt``,
+        HunyuanVideo-1.5's glyph-text encoder): 12 layers of 1472, 6 heads of 64 (so
+        ``dim_attn`` 384 != ``dim``), one relative bias shared by every layer, and the 384
+        byte ids plus 1126 color/font tokens (the authors' ``resize_token_embeddings(1510)``)."""
+        return cls(vocab_size=1510, dim=1472, dim_attn=384, dim_ffn=3584, num_heads=6,
+                   num_layers=12, shared_pos=True)
+
+    @classmethod
     def tiny(cls) -> T5Config:
         """For tests: every structural feature at toy widths, ``dim_attn != dim`` so a
         mis-ordered head reshape cannot hide, the real bucket settings."""

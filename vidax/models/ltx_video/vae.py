@@ -135,6 +135,13 @@ class LTXVideoVAEConfig:
     causal_decoder: bool = False
     timestep_conditioning: bool = True
     spatial_padding_mode: str = "zeros"
+    #: The decoder's own padding mode; None: ``spatial_padding_mode``. The LTX-Video code
+    #: pads encoder and decoder alike; ltx-core (LTX-2) reads them with different defaults.
+    decoder_spatial_padding_mode: str | None = None
+    #: Whether ``compress_time`` / ``compress_space`` decoder stages narrow the width by their
+    #: ``multiplier`` as ``compress_all`` does: ltx-core's ``_make_decoder_block`` (LTX-2.3)
+    #: does; the LTX-Video ``Decoder`` passes the multiplier to ``compress_all`` only.
+    decoder_multiplier_on_every_stage: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "encoder_blocks", _blocks(
@@ -144,9 +151,15 @@ class LTXVideoVAEConfig:
         if self.latent_log_var not in LOG_VARS:
             raise VidaxError(f"LTX-Video VAE latent_log_var {self.latent_log_var!r}: vidax "
                              f"implements {LOG_VARS}")
-        if self.spatial_padding_mode not in PADDING_MODES:
-            raise VidaxError(f"LTX-Video VAE spatial_padding_mode {self.spatial_padding_mode!r}: "
-                             f"one of {sorted(PADDING_MODES)}")
+        for mode in (self.spatial_padding_mode, self.decoder_padding_mode):
+            if mode not in PADDING_MODES:
+                raise VidaxError(f"LTX-Video VAE spatial padding mode {mode!r}: one of "
+                                 f"{sorted(PADDING_MODES)}")
+
+    @property
+    def decoder_padding_mode(self) -> str:
+        """The decoder's spatial padding mode."""
+        return self.decoder_spatial_padding_mode or self.spatial_padding_mode
 
     @property
     def spatial_downscale_factor(self) -> int:
@@ -421,7 +434,7 @@ class Decoder(nnx.Module):
     """The authors' ``Decoder``, with their timestep conditioning."""
 
     def __init__(self, cfg: LTXVideoVAEConfig, *, keys: KeyGen, param_dtype):
-        kw = dict(padding_mode=cfg.spatial_padding_mode, keys=keys, param_dtype=param_dtype)
+        kw = dict(padding_mode=cfg.decoder_padding_mode, keys=keys, param_dtype=param_dtype)
         self.patch_size, self.causal = cfg.patch_size, cfg.causal_decoder
         channels = cfg.decoder_channels
         self.conv_in = CausalConv3d(cfg.latent_channels, channels, **kw)
@@ -432,8 +445,10 @@ class Decoder(nnx.Module):
                                              timestep_conditioning=cfg.timestep_conditioning,
                                              **kw))
             else:
-                # Only compress_all passes its multiplier (and residual flag) to the block.
-                reduction = (b.multiplier or 1) if b.name == "compress_all" else 1
+                # The LTX-Video code passes the multiplier to compress_all only, ltx-core to
+                # every stage; the residual flag reaches compress_all only in both.
+                narrows = b.name == "compress_all" or cfg.decoder_multiplier_on_every_stage
+                reduction = (b.multiplier or 1) if narrows else 1
                 residual = b.residual if b.name == "compress_all" else False
                 blocks.append(DepthToSpaceUpsample(channels, DECODER_STRIDES[b.name],
                                                    residual=residual, reduction=reduction, **kw))

@@ -13,3 +13,6 @@ from vidax.translator.mappings import ltx2_5  # noqa: F401
 from vidax.translator.mappings import cosmos3  # noqa: F401
 from vidax.translator.mappings import hunyuan_video1_5  # noqa: F401
 from vidax.translator.mappings import llama  # noqa: F401
+from vidax.translator.mappings import byt5  # noqa: F401
+from vidax.translator.mappings import siglip  # noqa: F401
+from vidax.translator.mappings import gemma  # noqa: F401
