@@ -84,24 +84,41 @@ class Tokens:
         return self.mask.sum(axis=1)
 
 
+#: How :class:`Tokenizer` adds special tokens (see its docstring).
+SPECIAL_TOKENS = ("eos", "file", "none")
+
+
 class Tokenizer:
-    """A release's tokenizer folder, padding/truncating to ``seq_len`` (512 for Wan).
+    """A release's tokenizer folder, padding/truncating to ``seq_len`` (512 for Wan), right
+    padding with the folder's pad token.
 
     ``clean``: ``"whitespace"`` (the authors' cleaning, the Wan default) or ``None``.
-    ``backend``: a ``tokenizers.Tokenizer`` built elsewhere (:func:`load_tokenizer` passes the
-    one made from ``spiece.model``); by default the folder's ``tokenizer.json`` is read. The
-    folder's JSON files name the EOS and padding tokens either way.
+    ``special``: ``"eos"`` (T5 / UMT5: the text's ids, truncated to ``seq_len - 1``, then the
+    EOS), ``"file"`` (the ``tokenizer.json``'s own post-processor adds its special tokens --
+    Llama's BOS, CLIP's BOS and EOS -- and truncation keeps room for them, as transformers'
+    fast tokenizer called with ``truncation=True, padding="max_length"``), or ``"none"`` (no
+    special tokens: text already formatted, e.g. a chat template, cut to ``seq_len``).
+    ``pad_token``: the padding token where the folder's JSON files name none (default T5's
+    ``<pad>``). ``backend``: a ``tokenizers.Tokenizer`` built elsewhere
+    (:func:`load_tokenizer` passes the one made from ``spiece.model``); by default the
+    folder's ``tokenizer.json`` is read. The folder's JSON files name the EOS and padding
+    tokens either way.
     """
 
     def __init__(self, folder: str | os.PathLike, *, seq_len: int,
-                 clean: str | None = "whitespace", backend=None):
+                 clean: str | None = "whitespace", backend=None, special: str = "eos",
+                 pad_token: str = "<pad>"):
         from tokenizers import Tokenizer as _Backend
 
         if clean not in CLEANERS:
             raise VidaxError(f"unknown prompt cleaning {clean!r}; choose one of {CLEANERS}")
+        if special not in SPECIAL_TOKENS:
+            raise VidaxError(f"unknown special-token mode {special!r}; choose one of "
+                             f"{SPECIAL_TOKENS}")
         if seq_len < 1:
             raise VidaxError(f"seq_len must be at least 1 (room for the EOS), got {seq_len}")
         self.folder, self.seq_len, self.clean = Path(folder), seq_len, clean
+        self.special = special
         path = self.folder / "tokenizer.json"
         if backend is not None:
             self._source, self._backend = self.folder, backend
@@ -122,11 +139,15 @@ class Tokenizer:
                 self._backend = _Backend.from_file(str(path))
             except Exception as e:  # the Rust side raises a bare Exception on a malformed file
                 raise VidaxError(f"{path}: not a readable tokenizers file ({e})") from e
-        self._backend.no_truncation()
         self._backend.no_padding()
-        special = self._special_tokens()
-        self.eos_id = self._token_id(special.get("eos_token", "</s>"), "EOS")
-        self.pad_id = self._token_id(special.get("pad_token", "<pad>"), "padding")
+        if special == "eos":
+            self._backend.no_truncation()
+        else:
+            self._backend.enable_truncation(seq_len)
+        named = self._special_tokens()
+        self.eos_id = (self._token_id(named.get("eos_token", "</s>"), "EOS")
+                       if special == "eos" else None)
+        self.pad_id = self._token_id(named.get("pad_token", pad_token), "padding")
 
     @property
     def vocab_size(self) -> int:
@@ -166,13 +187,18 @@ class Tokenizer:
         texts = list(texts)
         if self.clean == "whitespace":
             texts = [clean_whitespace(t) for t in texts]
-        encodings = self._backend.encode_batch(texts, add_special_tokens=False)
+        encodings = self._backend.encode_batch(texts, add_special_tokens=self.special == "file")
         ids = np.full((len(texts), self.seq_len), self.pad_id, np.int32)
         mask = np.zeros((len(texts), self.seq_len), np.int32)
         dropped = []
         for row, enc in enumerate(encodings):
-            tokens = enc.ids[: self.seq_len - 1] + [self.eos_id]
-            dropped.append(len(enc.ids) + 1 - len(tokens))
+            if self.special == "eos":
+                tokens = enc.ids[: self.seq_len - 1] + [self.eos_id]
+                dropped.append(len(enc.ids) + 1 - len(tokens))
+            else:   # the backend truncated (its overflow repeats the post-processor's tokens)
+                tokens = enc.ids
+                dropped.append(sum(len(o.ids) - sum(o.special_tokens_mask)
+                                   for o in enc.overflowing))
             ids[row, : len(tokens)] = tokens
             mask[row, : len(tokens)] = 1
         for row, n in enumerate(dropped):
