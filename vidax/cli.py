@@ -107,6 +107,7 @@ def cmd_verify(args) -> int:
 
 
 def cmd_generate(args) -> int:
+    import inspect
     import time
     import warnings
     from pathlib import Path
@@ -127,7 +128,17 @@ def cmd_generate(args) -> int:
         warnings.showwarning = lambda message, *_, **__: con.print(
             f"[yellow]warning:[/] {message}", markup=True, soft_wrap=True)
         # Everything the user typed is checked before a single weight is read.
-        release = family.inspect_folder(args.checkpoint_dir, variant=args.variant)
+        folder_options = {}
+        if args.text_encoder is not None:
+            # Only a family whose text encoder is a separate download takes the folder.
+            if "text_encoder_dir" not in inspect.signature(family.inspect_folder).parameters:
+                raise VidaxError(f"--text-encoder: a {args.model_type} release folder holds its "
+                                 "own text encoder; the option is for releases whose text "
+                                 "encoder is a separate download (cosmos2_5: "
+                                 "Cosmos-Reason1-7B)")
+            folder_options["text_encoder_dir"] = args.text_encoder
+        release = family.inspect_folder(args.checkpoint_dir, variant=args.variant,
+                                        **folder_options)
         size = None if args.size is None else family.parse_size(args.size)
         request = family.make_request(
             release.task, release.variant, args.prompt, negative_prompt=args.negative_prompt,
@@ -218,7 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--variant", help="the release (default: read from the folder's files)")
     s.add_argument("--prompt", required=True)
     s.add_argument("--negative-prompt", help="default: the authors' negative prompt")
-    s.add_argument("--image", help="image-to-video: the first frame")
+    s.add_argument("--image", help="image-to-video (Cosmos: image2world, resized to --size): "
+                                   "the first frame")
     s.add_argument("--last-image", help="Wan2.1 flf2v: the last frame")
     s.add_argument("--frames", type=int,
                    help="frame count (default: the release's; Wan 4n+1, LTX-Video 8n+1)")
@@ -237,6 +249,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--fps", type=float,
                    help="frames per second of the mp4 (default: the release's; LTX-Video's "
                         "DiT also reads it)")
+    s.add_argument("--text-encoder", metavar="DIR",
+                   help="Cosmos-Predict2.5: the Cosmos-Reason1-7B folder (weights, config.json, "
+                        "tokenizer.json), a separate download (default: the "
+                        "VIDAX_COSMOS_TEXT_ENCODER environment variable, else "
+                        "Cosmos-Reason1-7B/ in the release folder); other families refuse it")
     s.add_argument("--precision", choices=PRECISIONS, default="bf16",
                    help="bf16: the authors' mixed precision (default); fp32: all float32")
     s.add_argument("--mesh", default=None,

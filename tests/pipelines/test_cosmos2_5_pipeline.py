@@ -1,5 +1,5 @@
-"""Cosmos-Predict2.5 text2world (``vidax.pipelines.cosmos2_5``) against diffusers'
-``Cosmos2_5_PredictBasePipeline`` end to end.
+"""Cosmos-Predict2.5 text2world, image2world and video2world (``vidax.pipelines.cosmos2_5``)
+against diffusers' ``Cosmos2_5_PredictBasePipeline`` end to end.
 
 Oracle: a tiny diffusers-layout release written here by each component's own
 ``save_pretrained`` -- ``CosmosTransformer3DModel`` (random values in every tensor),
@@ -14,7 +14,16 @@ Measured: the final latents (``output_type="latent"``), max |diff| <= 1e-4 x std
 with guidance 7 (the batch-of-2 path) and 1 (diffusers then runs the prompt alone) over 3
 steps; the Karras flow schedule (timesteps and
 sigmas) against diffusers' scheduler exactly. Negative control: Wan's guidance convention
-(``uncond + g (cond - uncond)``) in place of Cosmos' must fail the bound. The CLI writes an mp4.
+(``uncond + g (cond - uncond)``) in place of Cosmos' must fail the bound.
+
+image2world (an image of another size than the output: the nearest-neighbour resize is part
+of what is compared) and video2world (a 7-frame clip: its last 5 frames condition 2 latent
+frames), guidance 7, 9 frames (3 latent frames, so some are generated), 3 steps: final latents
+against diffusers' at the same bound. Negative control: the DiT's condition-mask channel left
+at zero (everything else the same) must fail it.
+
+The CLI writes an mp4 (image2world, the text encoder and tokenizer given with
+``--text-encoder``); other families refuse ``--text-encoder``.
 
 The diffusers reference's q/k RMSNorm eps is set to 1e-6 (the authors' value, what vidax uses
 for every release; diffusers builds 1e-5: ``tests/models/test_cosmos2_5_dit.py``).
@@ -28,6 +37,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import json  # noqa: E402
 import types  # noqa: E402
+import warnings  # noqa: E402
 from types import SimpleNamespace  # noqa: E402
 
 import jax  # noqa: E402
@@ -41,6 +51,7 @@ from vidax.pipelines import cosmos2_5 as cp  # noqa: E402
 jax.config.update("jax_default_matmul_precision", "highest")
 
 FRAMES, WIDTH, HEIGHT, STEPS, GUIDANCE, SEQ_LEN = 5, 32, 16, 3, 7.0, 128
+COND_FRAMES = 9   # image2world / video2world: 3 latent frames, 1 or 2 of them conditioning
 TEXT = dict(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
             num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-6, rope_theta=1e6,
             rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]})
@@ -92,9 +103,19 @@ def _torchvision_stub():
                                  InterpolationMode=types.SimpleNamespace(NEAREST="nearest"))
 
 
+def _to_tensor_stub():
+    """The pipeline's image2world path calls torchvision's ``to_tensor`` (absent here): uint8
+    ``[H, W, 3]`` -> float ``[3, H, W]`` / 255, as torchvision does for arrays."""
+    def to_tensor(image):
+        return torch.from_numpy(np.asarray(image)).permute(2, 0, 1).float().div(255)
+    return types.SimpleNamespace(transforms=types.SimpleNamespace(
+        functional=types.SimpleNamespace(to_tensor=to_tensor)))
+
+
 @pytest.fixture(scope="module")
 def case(tmp_path_factory):
     import diffusers.models.transformers.transformer_cosmos as cosmos_module
+    import diffusers.pipelines.cosmos.pipeline_cosmos2_5_predict as pipeline_module
     from diffusers import AutoencoderKLWan, CosmosTransformer3DModel, UniPCMultistepScheduler
     from diffusers.pipelines.cosmos.pipeline_cosmos2_5_predict import (
         Cosmos2_5_PredictBasePipeline,
@@ -132,8 +153,22 @@ def case(tmp_path_factory):
         (16, (FRAMES - 1) // 4 + 1, HEIGHT // 8, WIDTH // 8)).astype(np.float32)
     # diffusers' pipeline truncates/pads to max_sequence_length; 512 would make the tiny
     # test slow, so both sides use 128 (the chat format of these prompts is shorter).
+    cond_noise = np.random.default_rng(5).standard_normal(
+        (16, (COND_FRAMES - 1) // 4 + 1, HEIGHT // 8, WIDTH // 8)).astype(np.float32)
+    rng = np.random.default_rng(6)
+    image = rng.integers(0, 256, (HEIGHT + 8, WIDTH + 8, 3), dtype=np.uint8)
+    clip = rng.integers(0, 256, (7, HEIGHT + 8, WIDTH + 8, 3), dtype=np.uint8)
+    conditioned = dict(prompt=PROMPT, negative_prompt=NEGATIVE, height=HEIGHT, width=WIDTH,
+                       num_frames=COND_FRAMES, num_inference_steps=STEPS,
+                       guidance_scale=GUIDANCE, latents=torch.from_numpy(cond_noise)[None],
+                       output_type="latent", max_sequence_length=SEQ_LEN)
     with pytest.MonkeyPatch.context() as mp, torch.no_grad():
         mp.setattr(cosmos_module, "transforms", _torchvision_stub(), raising=False)
+        mp.setattr(pipeline_module, "torchvision", _to_tensor_stub(), raising=False)
+        image2world = pipe(image=image, **conditioned).frames
+        # a float [F, H, W, 3] array in [0, 1]: diffusers' array path (resized like tensors)
+        video2world = pipe(video=clip.astype(np.float32) / np.float32(255),
+                           **conditioned).frames
         latents = pipe(prompt=PROMPT, negative_prompt=NEGATIVE, height=HEIGHT, width=WIDTH,
                        num_frames=FRAMES, num_inference_steps=STEPS, guidance_scale=GUIDANCE,
                        latents=torch.from_numpy(noise)[None], output_type="latent",
@@ -145,7 +180,10 @@ def case(tmp_path_factory):
                         max_sequence_length=SEQ_LEN).frames
     return SimpleNamespace(root=root, noise=noise, scheduler=scheduler,
                            expected=latents[0].permute(1, 2, 3, 0).numpy(),
-                           unguided=unguided[0].permute(1, 2, 3, 0).numpy())
+                           unguided=unguided[0].permute(1, 2, 3, 0).numpy(),
+                           cond_noise=cond_noise, image=image, clip=clip,
+                           image2world=image2world[0].permute(1, 2, 3, 0).numpy(),
+                           video2world=video2world[0].permute(1, 2, 3, 0).numpy())
 
 
 @pytest.fixture(scope="module")
@@ -178,7 +216,7 @@ def test_latents_match_diffusers(case, vidax_pipe, guidance, record_property):
 def test_negative_control_wan_guidance(case, vidax_pipe, record_property, monkeypatch):
     """``uncond + g (cond - uncond)`` (Wan's convention) must not pass."""
     def wan_style(graphdef, solver_step, compute_dtype, params, latents, state, index, t,
-                  context, guidance_scale):
+                  context, guidance_scale, clean, frame_mask, gt_velocity):
         from flax import nnx
         flow = nnx.merge(graphdef, params)(
             jax.numpy.concatenate([latents] * 2), jax.numpy.broadcast_to(t, (2,)), context,
@@ -195,21 +233,88 @@ def test_negative_control_wan_guidance(case, vidax_pipe, record_property, monkey
     assert stats["max_abs_diff"] > stats["bound"], stats
 
 
-def test_cli_writes_mp4(case, tmp_path, monkeypatch):
+def _conditioned_request(case, task):
+    inputs = {"image": case.image} if task == "image2world" else {"video": case.clip}
+    return cp.make_request(cp.RELEASE_TASK, "tiny", PROMPT, negative_prompt=NEGATIVE,
+                           frames=COND_FRAMES, size=(WIDTH, HEIGHT), steps=STEPS,
+                           guidance_scale=GUIDANCE, noise=case.cond_noise, **inputs)
+
+
+@pytest.mark.parametrize("task", ["image2world", "video2world"])
+def test_conditioned_latents_match_diffusers(case, vidax_pipe, task, record_property):
+    request = _conditioned_request(case, task)
+    assert request.task == task and request.condition.shape[0] == (1 if task == "image2world"
+                                                                  else 5)
+    stats = compare(f"cosmos2_5_{task}_latents", vidax_pipe.sample(request=request),
+                    getattr(case, task), record_property)
+    assert stats["max_abs_diff"] <= stats["bound"], stats
+
+
+def test_negative_control_no_condition_mask(case, vidax_pipe, record_property, monkeypatch):
+    """The condition-mask channel left at zero (clean frames, their timestep and the velocity
+    replacement unchanged) must not pass. A new function object is jitted so that it traces
+    the patched DiT instead of reusing the cached step."""
+    from vidax.models.cosmos2_5 import CosmosDiT
+
+    step = cp._denoise_step.__wrapped__
+
+    def unmasked(*args):
+        return step(*args)
+
+    original = CosmosDiT._condition_mask
+    monkeypatch.setattr(CosmosDiT, "_condition_mask",
+                        lambda self, mask, shape: original(self, None, shape))
+    monkeypatch.setattr(cp, "_denoise_step", jax.jit(unmasked, static_argnums=(0, 1, 2)))
+    stats = compare("cosmos2_5_image2world_negative",
+                    vidax_pipe.sample(request=_conditioned_request(case, "image2world")),
+                    case.image2world, record_property)
+    assert stats["max_abs_diff"] > stats["bound"], stats
+
+
+def test_cli_writes_mp4(case, tmp_path):
+    """image2world from the CLI, the text encoder and its tokenizer in one folder given by
+    ``--text-encoder`` (in place of the diffusers folder's text_encoder/ and tokenizer/)."""
+    from PIL import Image
+
     from vidax import cli
 
-    out = tmp_path / "t2w.mp4"
-    rc = cli.main(["generate", "cosmos2_5", "--checkpoint-dir", str(case.root), "--prompt",
-                   PROMPT, "--frames", "5", "--size", f"{WIDTH}x{HEIGHT}", "--steps", "2",
+    text = tmp_path / "reason1"
+    text.mkdir()
+    for src in [*(case.root / "text_encoder").iterdir(), case.root / "tokenizer" /
+                "tokenizer.json"]:
+        (text / src.name).symlink_to(src)
+    release = tmp_path / "release"
+    release.mkdir()
+    for name in ("transformer", "vae"):
+        (release / name).symlink_to(case.root / name)
+    Image.fromarray(case.image).save(tmp_path / "first.png")
+    out = tmp_path / "i2w.mp4"
+    rc = cli.main(["generate", "cosmos2_5", "--checkpoint-dir", str(release), "--prompt",
+                   PROMPT, "--image", str(tmp_path / "first.png"), "--text-encoder", str(text),
+                   "--frames", "5", "--size", f"{WIDTH}x{HEIGHT}", "--steps", "2",
                    "--precision", "fp32", "--out", str(out)])
     assert rc == 0 and out.stat().st_size > 0
+
+
+def test_cli_text_encoder_refused_elsewhere(tmp_path, capsys):
+    from vidax import cli
+
+    rc = cli.main(["generate", "wan2_1", "--checkpoint-dir", str(tmp_path), "--prompt", "x",
+                   "--text-encoder", str(tmp_path), "--out", str(tmp_path / "x.mp4")])
+    assert rc == 1 and "--text-encoder" in capsys.readouterr().err
 
 
 def test_errors(case, tmp_path):
     from vidax.errors import VidaxError
 
-    with pytest.raises(VidaxError, match="image2world is not implemented"):
-        cp.make_request("text2world", "tiny", PROMPT, image="x.png")
+    with pytest.raises(VidaxError, match="text2world takes no --image"):
+        cp.make_request("text2world", "tiny", PROMPT, image=case.image)
+    with pytest.raises(VidaxError, match="image2world needs --image"):
+        cp.make_request("image2world", "tiny", PROMPT)
+    with pytest.raises(VidaxError, match="at least 5 frames"):
+        cp.make_request(cp.RELEASE_TASK, "tiny", PROMPT, video=case.clip, frames=1)
+    with pytest.raises(VidaxError, match="at least 5 frames .* got 3"):
+        cp.make_request(cp.RELEASE_TASK, "tiny", PROMPT, video=case.clip[:3])
     with pytest.raises(VidaxError, match="Cosmos-Reason1-7B"):
         cp.inspect_folder(tmp_path)
     assert json.loads((case.root / "transformer" / "config.json").read_text())
@@ -222,7 +327,11 @@ def test_token_ids_are_the_chat_template(case, seq_len):
     from transformers import AutoTokenizer
 
     reference = AutoTokenizer.from_pretrained(case.root / "tokenizer")
-    ours, dropped = cp.ChatTokenizer(case.root / "tokenizer", seq_len=seq_len)([PROMPT, NEGATIVE])
+    tokenizer = cp.chat_tokenizer(case.root / "tokenizer", seq_len=seq_len)
+    with warnings.catch_warnings(record=True):     # seq_len 40 cuts both, and says so
+        warnings.simplefilter("always")
+        tokens = tokenizer([cp.chat_text(p) for p in (PROMPT, NEGATIVE)])
+    ours, dropped = tokens.ids, tokens.dropped
     for row, prompt in enumerate([PROMPT, NEGATIVE]):
         messages = [{"role": "system", "content": [{"type": "text", "text": cp.SYSTEM_PROMPT}]},
                     {"role": "user", "content": [{"type": "text", "text": prompt}]}]

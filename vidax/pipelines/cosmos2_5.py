@@ -1,5 +1,9 @@
-"""Cosmos-Predict2.5 text-to-world (``text2world``), as diffusers'
-``Cosmos2_5_PredictBasePipeline`` runs it (``pipelines/cosmos/pipeline_cosmos2_5_predict.py``).
+"""Cosmos-Predict2.5 text-, image- and video-to-world, as diffusers'
+``Cosmos2_5_PredictBasePipeline`` runs them (``pipelines/cosmos/pipeline_cosmos2_5_predict.py``).
+
+One DiT does all three tasks; the inputs choose (a release's task is ``"world"``):
+``text2world`` (a prompt), ``image2world`` (``image=``: the first frame) and ``video2world``
+(``video=``: its last 5 frames).
 
 1. Text: the prompt and the negative prompt (default: the pipeline's ``DEFAULT_NEGATIVE_PROMPT``)
    go through Qwen2.5-VL's chat format -- system "You are a helpful assistant who will provide
@@ -18,7 +22,18 @@
    Guidance, when ``guidance_scale > 1``: ``cond + g (cond - uncond)`` (note: Cosmos'
    convention, not Wan's ``uncond + g (cond - uncond)``); at ``g <= 1`` the DiT runs on the
    prompt alone. Both halves run as one batch of 2 in one jitted step.
-4. Decoding: the Wan2.1 VAE, chunk by chunk; uint8 as :func:`vidax.video.to_uint8`.
+4. Conditioning (image2world, video2world; ``__call__``/``prepare_latents`` there): the
+   image, or the video's last ``4 (n - 1) + 1`` frames for ``n = 2`` conditioning latent
+   frames, resized to the output size by nearest neighbour (diffusers' tensor path:
+   ``interpolate``'s default mode), in [-1, 1], encoded by the VAE (posterior mean,
+   normalised) into the first ``n`` latent frames (image: ``n = 1``). diffusers encodes the
+   whole clip, padded with zeros (image) or the last frame repeated (video); the VAE is causal,
+   so the first ``n`` latent frames depend only on the frames encoded here. At every step
+   those frames of the DiT's input are the clean latents, the condition-mask channel is 1
+   there, their timestep is :data:`CONDITIONAL_FRAME_TIMESTEP`, and their velocity -- in both
+   guidance halves -- is replaced by ``noise - clean`` (``noise``: the initial latents),
+   before guidance and the UniPC update.
+5. Decoding: the Wan2.1 VAE, chunk by chunk; uint8 as :func:`vidax.video.to_uint8`.
 
 Release folders (both are accepted; :func:`inspect_folder` tells them apart):
 
@@ -26,17 +41,19 @@ Release folders (both are accepted; :func:`inspect_folder` tells them apart):
   ``base/post-trained/*_ema_bf16.pt`` (or ``base/pre-trained/``; ``--variant`` picks one when
   both are there, post-trained is the default), ``tokenizer.pth`` (the VAE). The text encoder
   is a separate release, ``nvidia/Cosmos-Reason1-7B`` (its safetensors shards, ``config.json``
-  and ``tokenizer.json``): point at it with ``text_encoder_dir=`` (Python), the
-  ``VIDAX_COSMOS_TEXT_ENCODER`` environment variable (the CLI), or place / symlink it as
-  ``Cosmos-Reason1-7B/`` inside the release folder.
+  and ``tokenizer.json``): point at it with ``text_encoder_dir=`` (:func:`inspect_folder`;
+  the CLI's ``--text-encoder``), else the ``VIDAX_COSMOS_TEXT_ENCODER`` environment variable,
+  else place / symlink it as ``Cosmos-Reason1-7B/`` inside the release folder.
 * diffusers' (the ``diffusers/base/post-trained`` revision): ``transformer/``, ``vae/``,
-  ``text_encoder/``, ``tokenizer/`` (``tokenizer.json`` read).
+  ``text_encoder/``, ``tokenizer/`` (``tokenizer.json`` read); ``text_encoder_dir=``, when
+  given, replaces the last two (the environment variable does not).
 
 Precision policies: ``"bf16"`` (default) runs the DiT in bfloat16 with the authors' float32
 islands (:mod:`vidax.models.cosmos2_5`), Reason1 in bfloat16 (the authors' dtype), the VAE in
 float32; ``"fp32"`` runs everything in float32 at "highest" matmul precision.
 
-Not done here: image2world / video2world (the conditioning frames); the guardrail models.
+Not done here: the guardrail models; a choice of 1 conditioning latent frame for video2world
+(diffusers' ``num_latent_conditional_frames``; vidax uses its default, 2).
 """
 
 from __future__ import annotations
@@ -45,7 +62,6 @@ import contextlib
 import dataclasses
 import functools
 import os
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,14 +72,16 @@ from flax import nnx
 
 from vidax import registry
 from vidax.errors import VidaxError
-from vidax.models.cosmos2_5 import CosmosDiTConfig
+from vidax.models.cosmos2_5 import CosmosDiTConfig, nearest_indices
 from vidax.models.reason1 import Reason1Config, full_concat
 from vidax.pipelines.common import (  # noqa: F401  (re-exported: the CLI's family API)
     PRECISIONS,
     Progress,
+    load_image,
     number,
     parse_size,
     precision_policy,
+    to_unit_range,
 )
 from vidax.pipelines.wan2_1 import (
     check_frames,
@@ -76,9 +94,18 @@ from vidax.pipelines.wan2_1 import (
 from vidax.schedulers.common import check_steps
 from vidax.schedulers.flow_unipc import FlowUniPCMultistepScheduler, unipc_coefficients
 from vidax.sharding import constrain_batch, shard_batch, use_mesh
+from vidax.text import Tokenizer
 
 MODEL_TYPE = "cosmos2_5"
-TASKS = ("text2world",)
+TASKS = ("text2world", "image2world", "video2world")
+#: A release's task: every release does the three; the inputs pick one.
+RELEASE_TASK = "world"
+#: Conditioning latent frames per task (diffusers: an image gives 1, a video its
+#: ``num_latent_conditional_frames``, default 2).
+CONDITION_LATENT_FRAMES = {"text2world": 0, "image2world": 1, "video2world": 2}
+#: The conditioning frames' timestep in sigma units (diffusers' ``conditional_frame_timestep``;
+#: the authors' 0.1 in scheduler units).
+CONDITIONAL_FRAME_TIMESTEP = 1e-4
 VARIANTS = ("predict-2b-post-trained", "predict-2b-pre-trained", "predict-14b-post-trained",
             "predict-14b-pre-trained")
 TEXT_LEN = 512
@@ -165,45 +192,12 @@ def chat_text(prompt: str) -> str:
             f"<|im_start|>user\n{prompt}<|im_end|>\n")
 
 
-class ChatTokenizer:
-    """A Qwen2.5-VL ``tokenizer.json`` for Cosmos: :func:`chat_text`, then ids without added
-    special tokens, truncated to the first ``seq_len`` and right-padded with the pad token
-    (``apply_chat_template(..., truncation=True, padding="max_length")``)."""
-
-    def __init__(self, folder: str | os.PathLike, *, seq_len: int = TEXT_LEN):
-        from tokenizers import Tokenizer as _Backend
-
-        self.folder, self.seq_len = Path(folder), seq_len
-        path = self.folder / "tokenizer.json"
-        if not path.is_file():
-            raise VidaxError(f"{self.folder}: no tokenizer.json (the Qwen2.5-VL tokenizer the "
-                             "text encoder's release ships)")
-        try:
-            self._backend = _Backend.from_file(str(path))
-        except Exception as e:  # the Rust side raises a bare Exception on a malformed file
-            raise VidaxError(f"{path}: not a readable tokenizers file ({e})") from e
-        self._backend.no_truncation()
-        self._backend.no_padding()
-        pad = "<|endoftext|>"  # Qwen2.5-VL's pad token, unless the config names another
-        config = self.folder / "tokenizer_config.json"
-        if config.is_file():
-            value = read_json_config(config).get("pad_token", pad)
-            pad = value.get("content", pad) if isinstance(value, dict) else (value or pad)
-        self.pad_id = self._backend.token_to_id(pad)
-        if self.pad_id is None:
-            raise VidaxError(f"{path}: the pad token {pad!r} is not in the vocabulary")
-
-    def __call__(self, prompts: list[str]) -> tuple[np.ndarray, list[int]]:
-        """int32 ids ``[B, seq_len]`` and, per prompt, how many ids truncation dropped."""
-        encodings = self._backend.encode_batch([chat_text(p) for p in prompts],
-                                               add_special_tokens=False)
-        ids = np.full((len(prompts), self.seq_len), self.pad_id, np.int32)
-        dropped = []
-        for row, enc in enumerate(encodings):
-            kept = enc.ids[: self.seq_len]
-            ids[row, : len(kept)] = kept
-            dropped.append(len(enc.ids) - len(kept))
-        return ids, dropped
+def chat_tokenizer(folder: str | os.PathLike, *, seq_len: int = TEXT_LEN) -> Tokenizer:
+    """The Qwen2.5-VL ``tokenizer.json`` for Cosmos: called on :func:`chat_text`, ids without
+    added special tokens, truncated to the first ``seq_len`` and right-padded with the pad
+    token (``apply_chat_template(..., truncation=True, padding="max_length")``)."""
+    return Tokenizer(folder, seq_len=seq_len, clean=None, special="none",
+                     pad_token="<|endoftext|>")
 
 
 # ----------------------------------------------------------------------------- the release
@@ -267,9 +261,10 @@ def inspect_folder(folder: str | os.PathLike, variant: str | None = None, *,
 
     ``variant``: one of :data:`VARIANTS` (the authors' layout: picks ``pre-trained`` or
     ``post-trained``; the size is read from the file) or ``"tiny"``; default: post-trained
-    where present. ``text_encoder_dir``: the Cosmos-Reason1-7B folder (authors' layout; see
-    the module docstring for the other ways to give it). One :class:`VidaxError` lists every
-    missing file.
+    where present. ``text_encoder_dir``: the Cosmos-Reason1-7B folder (weights, config.json
+    and tokenizer.json; see the module docstring for the other ways to give it in the
+    authors' layout; in diffusers' it replaces ``text_encoder/`` and ``tokenizer/``). One
+    :class:`VidaxError` lists every missing file.
     """
     folder = Path(folder)
     if not folder.is_dir():
@@ -287,6 +282,8 @@ def inspect_folder(folder: str | os.PathLike, variant: str | None = None, *,
                  or _first(folder, "transformer/diffusion_pytorch_model*.safetensors"),
                  "vae": _first(folder, "vae/diffusion_pytorch_model*.safetensors"),
                  "text_encoder": folder / "text_encoder", "tokenizer": folder / "tokenizer"}
+        if text_encoder_dir is not None:
+            files["text_encoder"] = files["tokenizer"] = Path(text_encoder_dir)
         vae_config = registry.get("wan2_1", "vae", "diffusers").make_config(
             overrides=read_json_config(folder / "vae" / "config.json")) \
             if (folder / "vae" / "config.json").is_file() else None
@@ -346,13 +343,15 @@ def inspect_folder(folder: str | os.PathLike, variant: str | None = None, *,
         raise VidaxError(f"{files['vae']}: a VAE of {vae_config.z_dim} latent channels; the DiT "
                          f"reads {dit_config.in_channels}")
     configs = {"dit": dit_config, "vae": vae_config, "text_encoder": text_config}
-    return Release(folder, TASKS[0], variant, layout, configs, files)
+    return Release(folder, RELEASE_TASK, variant, layout, configs, files)
 
 
 # ----------------------------------------------------------------------------- the request
 @dataclass(frozen=True)
 class Request:
-    """One generation, every option resolved; ``noise`` ``[T, h, w, 16]`` or None (seed)."""
+    """One generation, every option resolved; ``noise`` ``[T, h, w, 16]`` or None (seed);
+    ``condition``: the frames the VAE encodes into the conditioning latents (image2world 1,
+    video2world 5), float32 ``[F, H, W, 3]`` in [-1, 1] at the output size, or None."""
 
     task: str
     prompt: str
@@ -364,6 +363,11 @@ class Request:
     seed: int
     fps: float
     noise: np.ndarray | None = None
+    condition: np.ndarray | None = None
+
+    @property
+    def condition_latent_frames(self) -> int:
+        return CONDITION_LATENT_FRAMES[self.task]
 
     @property
     def latent_shape(self) -> tuple[int, int, int, int]:
@@ -372,23 +376,37 @@ class Request:
 
 
 def make_request(task: str, variant: str, prompt: str, *, negative_prompt: str | None = None,
-                 image=None, last_image=None, frames: int | None = None,
+                 image=None, video=None, last_image=None, frames: int | None = None,
                  size: tuple[int, int] | str | None = None, steps: int | None = None,
                  guidance_scale: float | None = None, shift: float | None = None,
                  sample_solver: str | None = None, seed: int = 0, noise=None,
                  fps: float | None = None) -> Request:
-    """Validate and resolve a generation's options (None: the release's default). ``image``,
-    ``last_image``, ``shift`` and ``sample_solver`` exist for the CLI's common signature and
-    are refused: image2world is not implemented, and the schedule has no shift or solver
-    choice."""
+    """Validate and resolve a generation's options (None: the release's default).
+
+    ``task``: one of :data:`TASKS`, or :data:`RELEASE_TASK` to let the inputs choose.
+    ``image``: image2world's first frame (a file, a PIL image or uint8 ``[H, W, 3]``);
+    ``video``: video2world's input clip (a video file, uint8 ``[F, H, W, 3]`` or a sequence of
+    images; its last 5 frames are used). Both are resized to ``size`` (see the module
+    docstring). ``last_image``, ``shift`` and ``sample_solver`` exist for the CLI's common
+    signature and are refused: the schedule has no shift or solver choice.
+    """
+    if task == RELEASE_TASK:
+        task = ("video2world" if video is not None else
+                "image2world" if image is not None else "text2world")
     if task not in TASKS:
-        raise VidaxError(f"Cosmos-Predict2.5 task must be one of {TASKS}, got {task!r}")
-    for name, value in (("--image", image), ("--last-image", last_image), ("--shift", shift),
+        raise VidaxError(f"Cosmos-Predict2.5 task must be one of {TASKS} (or {RELEASE_TASK!r}: "
+                         f"chosen by the inputs), got {task!r}")
+    given = {"image2world": image is not None, "video2world": video is not None}
+    for name, needed in given.items():
+        if needed != (task == name):
+            what = "--image" if name == "image2world" else "video="
+            raise VidaxError(f"Cosmos-Predict2.5 {task} " + (f"needs {what}" if task == name
+                             else f"takes no {what} (that is {name})"))
+    for name, value in (("--last-image", last_image), ("--shift", shift),
                         ("--sample-solver", sample_solver)):
         if value is not None:
-            raise VidaxError(f"Cosmos-Predict2.5 text2world takes no {name} (image2world is "
-                             "not implemented in vidax yet; the sampler is fixed: UniPC over "
-                             "a Karras schedule, no shift)")
+            raise VidaxError(f"Cosmos-Predict2.5 takes no {name} (no last-frame conditioning; "
+                             "the sampler is fixed: UniPC over a Karras schedule, no shift)")
     if not isinstance(prompt, str):
         raise VidaxError(f"the prompt must be a string, got {type(prompt).__name__}")
     d = defaults_for(variant)
@@ -404,11 +422,55 @@ def make_request(task: str, variant: str, prompt: str, *, negative_prompt: str |
     fps = number("fps", d.fps if fps is None else fps)
     if not isinstance(seed, (int, np.integer)) or seed < 0:
         raise VidaxError(f"seed must be a non-negative integer, got {seed!r}")
+    condition = None
+    if task != "text2world":
+        latent_frames = CONDITION_LATENT_FRAMES[task]
+        needed = 4 * (latent_frames - 1) + 1
+        if frames < needed:
+            raise VidaxError(f"{task} conditions on the first {latent_frames} latent frame(s) "
+                             f"({needed} video frames); ask for at least {needed} frames, got "
+                             f"{frames}")
+        pixels = load_image(image)[None] if task == "image2world" else _load_video(video)
+        if pixels.shape[0] < needed:
+            raise VidaxError(f"video2world needs an input video of at least {needed} frames "
+                             f"(its last {needed} condition the output), got "
+                             f"{pixels.shape[0]}")
+        condition = to_unit_range(resize_nearest(pixels[-needed:], size[1], size[0]))
     request = Request(task, prompt, negative_prompt or d.negative_prompt, frames, size,
-                      int(steps), guidance_scale, int(seed), fps)
+                      int(steps), guidance_scale, int(seed), fps, condition=condition)
     if noise is not None:
         request = dataclasses.replace(request, noise=noise_array(noise, request.latent_shape))
     return request
+
+
+def _load_video(video) -> np.ndarray:
+    """uint8 ``[F, H, W, 3]`` from a video file, such an array, or a sequence of images."""
+    if isinstance(video, (str, os.PathLike)):
+        from vidax.video import read_video
+
+        return read_video(video)[0]
+    if isinstance(video, np.ndarray) and video.ndim == 4:
+        if video.dtype != np.uint8 or video.shape[-1] != 3:
+            raise VidaxError(f"a video array must be uint8 [F, H, W, 3], got {video.dtype} "
+                             f"{list(video.shape)}")
+        return video
+    try:
+        images = [load_image(frame) for frame in video]
+    except TypeError as e:
+        raise VidaxError("a video must be a video file, a uint8 [F, H, W, 3] array or a "
+                         f"sequence of images, got {type(video).__name__}") from e
+    if not images or len({im.shape for im in images}) != 1:
+        raise VidaxError("a video's frames must be one or more images of one size; got sizes "
+                         f"{sorted({im.shape[1::-1] for im in images})} (width, height)")
+    return np.stack(images)
+
+
+def resize_nearest(frames: np.ndarray, height: int, width: int) -> np.ndarray:
+    """``[F, H, W, C]`` -> ``[F, height, width, C]`` by nearest neighbour, the source pixels
+    torch's ``interpolate`` (default mode) picks: diffusers' ``VaeImageProcessor.resize`` on
+    the tensors this pipeline's image and array inputs become."""
+    return frames[:, nearest_indices(frames.shape[1], height)][
+        :, :, nearest_indices(frames.shape[2], width)]
 
 
 # ----------------------------------------------------------------------------- jitted pieces
@@ -420,14 +482,28 @@ def _encode_text(graphdef, params, ids):
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2), donate_argnums=(4, 5))
 def _denoise_step(graphdef, solver_step, compute_dtype, params, latents, state, index, t,
-                  context, guidance_scale):
-    """One step: the DiT on the prompt (and, with ``context [2, L, C]``, the negative prompt
-    as one batch of 2), Cosmos' guidance ``cond + g (cond - uncond)``, the UniPC update."""
+                  context, guidance_scale, clean, frame_mask, gt_velocity):
+    """One step of ``Cosmos2_5_PredictBasePipeline.__call__``'s loop: the DiT on the prompt
+    (and, with ``context [2, L, C]``, the negative prompt as one batch of 2), Cosmos' guidance
+    ``cond + g (cond - uncond)``, the UniPC update.
+
+    ``frame_mask [T]`` is 1 on the conditioning latent frames (none for text2world): there the
+    DiT sees ``clean`` (the encoded frames), the condition-mask channel 1 and
+    :data:`CONDITIONAL_FRAME_TIMESTEP`, and each half's velocity is replaced by
+    ``gt_velocity`` (``(noise - clean) * mask``) before guidance, as theirs.
+    """
     dit = nnx.merge(graphdef, params)
     n = context.shape[0]
-    x = constrain_batch(jnp.concatenate([latents] * n)) if n > 1 else latents
-    flow = dit(x, jnp.broadcast_to(t, (n,)), constrain_batch(context) if n > 1 else context,
+    mask = frame_mask[None, :, None, None, None]                       # [1, T, 1, 1, 1]
+    x = mask * clean + (1 - mask) * latents
+    x = constrain_batch(jnp.concatenate([x] * n)) if n > 1 else x
+    cond_t = jnp.float32(CONDITIONAL_FRAME_TIMESTEP * 1000)   # vidax's DiT: scheduler units
+    timesteps = jnp.broadcast_to(frame_mask * cond_t + (1 - frame_mask) * t,
+                                 (n, frame_mask.shape[0]))
+    flow = dit(x, timesteps, constrain_batch(context) if n > 1 else context,
+               condition_mask=jnp.broadcast_to(mask, (*latents.shape[:4], 1)),
                compute_dtype=compute_dtype)
+    flow = gt_velocity + flow * (1 - mask)
     velocity = flow[:1]
     if n > 1:
         velocity = velocity + guidance_scale * (velocity - flow[1:])
@@ -473,7 +549,7 @@ class Cosmos25Pipeline:
                 release.configs[component], component_dtype(policy, component), mesh)
         return cls(release, dit=models["dit"], vae=models["vae"],
                    text_encoder=models["text_encoder"],
-                   tokenizer=ChatTokenizer(release.files["tokenizer"]), mesh=mesh,
+                   tokenizer=chat_tokenizer(release.files["tokenizer"]), mesh=mesh,
                    precision=precision, console=console)
 
     def request(self, prompt: str, **options) -> Request:
@@ -489,13 +565,7 @@ class Cosmos25Pipeline:
 
     def encode_text(self, prompts: list[str]) -> jax.Array:
         """``[len(prompts), 512, layers x width]``; warns when a prompt is truncated."""
-        ids, dropped = self.tokenizer(prompts)
-        for i, n in enumerate(dropped):
-            if n:
-                warnings.warn(f"prompt {i} is {n + self.tokenizer.seq_len} tokens long in the "
-                              f"chat format, more than {self.tokenizer.seq_len}: its last {n} "
-                              "were dropped (the authors truncate the same way)", UserWarning,
-                              stacklevel=3)
+        ids = self.tokenizer([chat_text(p) for p in prompts]).ids   # warns if cut
         graphdef, params = nnx.split(self.text_encoder)
         return _encode_text(graphdef, params, self._place(ids))
 
@@ -504,6 +574,20 @@ class Cosmos25Pipeline:
             return self._place(request.noise[None])
         key = jax.random.key(request.seed)
         return self._place(jax.random.normal(key, (1, *request.latent_shape), jnp.float32))
+
+    def encode_condition(self, request: Request) -> tuple[jax.Array, jax.Array]:
+        """The clean latents ``[1, T, h, w, 16]`` (the encoded conditioning frames first, zeros
+        after: the mask hides them) and the float32 frame mask ``[T]``."""
+        shape = (1, *request.latent_shape)
+        mask = np.zeros(shape[1], np.float32)
+        mask[: request.condition_latent_frames] = 1
+        if request.condition is None:
+            return self._place(np.zeros(shape, np.float32)), jnp.asarray(mask)
+        with self._progress.phase(f"encoding {request.condition.shape[0]} conditioning "
+                                  "frame(s)"):
+            encoded = self.vae.encode(self._place(request.condition[None]))
+        pad = shape[1] - encoded.shape[1]
+        return jnp.pad(encoded, ((0, 0), (0, pad), (0, 0), (0, 0), (0, 0))), jnp.asarray(mask)
 
     def sample(self, prompt: str | None = None, *, request: Request | None = None,
                **options) -> np.ndarray:
@@ -521,11 +605,15 @@ class Cosmos25Pipeline:
                     [request.negative_prompt] if guided else []))
             scheduler = KarrasFlowUniPCScheduler(request.steps)
             latents = self.initial_noise(request)
+            clean, frame_mask = self.encode_condition(request)
+            # diffusers' gt_velocity: the initial noise minus the clean latents, fixed
+            gt_velocity = (latents - clean) * frame_mask[None, :, None, None, None]
             state = scheduler.init(latents.shape, sharding=latents.sharding)
             graphdef, params = nnx.split(self.dit)
             guidance = jnp.float32(request.guidance_scale)
             width, height = request.size
-            with progress.phase(f"sampling {request.frames} frames at {width}x{height}, "
+            with progress.phase(f"{request.task}: sampling {request.frames} frames at "
+                                f"{width}x{height}, "
                                 f"guidance {request.guidance_scale:g}",
                                 total=request.steps) as advance:
                 for index in range(request.steps):
@@ -535,7 +623,8 @@ class Cosmos25Pipeline:
                             contextlib.nullcontext():
                         latents, state = _denoise_step(
                             graphdef, scheduler.step, self.precision.dit_compute, params,
-                            latents, state, jnp.int32(index), t, context, guidance)
+                            latents, state, jnp.int32(index), t, context, guidance, clean,
+                            frame_mask, gt_velocity)
                     latents.block_until_ready()
                     advance()
         return np.asarray(latents[0])
