@@ -257,7 +257,8 @@ COGVIDEOX_DIT = PartitionRules(
 
 #: vidax.models.reason1.Reason1TextModel: the Qwen2.5-VL language model (Cosmos-Reason1-7B,
 #: HunyuanVideo-1.5's text encoder); also vidax.models.llama.LlamaModel (HunyuanVideo 1.0's
-#: LLaVA-Llama-3-8B), whose parameters have the same names. Grouped-query attention: tp must
+#: LLaVA-Llama-3-8B) and vidax.models.gemma.GemmaModel (LTX-2's Gemma 3), whose parameters
+#: have the same names. Grouped-query attention: tp must
 #: divide the key/value heads (4 and 8) for k/v to split by whole heads.
 REASON1 = PartitionRules(
     name="reason1",
@@ -343,6 +344,7 @@ _RULES: dict[str, PartitionRules] = {
     "vidax.models.cogvideox.dit:CogVideoXDiT": COGVIDEOX_DIT,
     "vidax.models.reason1:Reason1TextModel": REASON1,
     "vidax.models.llama:LlamaModel": REASON1,
+    "vidax.models.gemma:GemmaModel": REASON1,     # same names; its per-head q/k norms stay whole
     "vidax.models.cosmos3:Cosmos3DiT": COSMOS3_DIT,
     "vidax.models.hunyuan_video.dit:HunyuanVideoDiT": HUNYUAN_VIDEO_DIT,
     # HunyuanVideo-1.5: the same double blocks and token refiner (paths and all), no single blocks

@@ -1,9 +1,9 @@
 """The other families' models on meshes of 8 simulated CPU devices: the LTX-Video 0.9.8 DiT,
 the Wan2.2 TI2V-5B DiT (per-token timesteps), the Cosmos-Predict2.5 DiT, the CogVideoX DiT (5b
 kind: RoPE), the Cosmos3 DiT (Nano kind), the HunyuanVideo 1.0 and 1.5 DiTs (masked text), the
-LTX-2 DiT (video and audio streams) and the Reason1 text encoder give the single-device output
-under dp, fsdp, tp, sp and mixed meshes, with their parameters placed by their partition
-rules.
+LTX-2 DiT (video and audio streams) and the Reason1 and Gemma text encoders give the
+single-device output under dp, fsdp, tp, sp and mixed meshes, with their parameters placed by
+their partition rules.
 
 Bound as in test_sharded_dit.py: float32 "highest", max |sharded - single| <= 1e-4 x std.
 Random (KeyGen) weights suffice here: the loading path is covered there; this is about the
@@ -23,6 +23,7 @@ from vidax import sharding
 from vidax.models.cogvideox.dit import CogVideoXDiT, CogVideoXDiTConfig
 from vidax.models.cosmos2_5 import CosmosDiT, CosmosDiTConfig
 from vidax.models.cosmos3 import Cosmos3DiT, Cosmos3DiTConfig
+from vidax.models.gemma import GemmaConfig, GemmaModel
 from vidax.models.hunyuan_video.dit import HunyuanVideoDiT, HunyuanVideoDiTConfig
 from vidax.models.hunyuan_video1_5.dit import HunyuanVideo15DiT, HunyuanVideo15DiTConfig
 from vidax.models.reason1 import Reason1Config, Reason1TextModel
@@ -301,6 +302,24 @@ def _run_hunyuan15(model, x, t, text_states, text_mask, byt5_states, byt5_mask, 
 @pytest.mark.parametrize("spec", MESHES)
 def test_hunyuan_video1_5_dit_on_a_mesh(hunyuan15, spec):
     _check(_run_hunyuan15, *hunyuan15, spec)
+
+
+@pytest.fixture(scope="module")
+def gemma():
+    # 8 query and 8 key/value heads; local (sliding-window) layers around a global one
+    cfg = dataclasses.replace(GemmaConfig.tiny(), hidden_size=128, num_attention_heads=8,
+                              num_key_value_heads=8)
+    rng = np.random.default_rng(0)
+    mask = np.ones((2, 16), np.int32)
+    mask[1, :4] = 0                    # LTX-2 pads its prompts on the left
+    inputs = {"input_ids": rng.integers(0, cfg.vocab_size, (2, 16)).astype(np.int32),
+              "attention_mask": mask}
+    return GemmaModel(cfg, keys=10), inputs
+
+
+@pytest.mark.parametrize("spec", MESHES)
+def test_gemma_text_encoder_on_a_mesh(gemma, spec):
+    _check(_run_reason1, *gemma, spec)      # the same call: every hidden state, stacked
 
 
 def test_rules_split_the_ltx_attention_by_heads():
