@@ -1,5 +1,6 @@
-"""Pieces every family's pipeline shares: precision policies, progress reporting, and the
-user inputs (sizes, images, numbers) validated with one clear error each."""
+"""Pieces every family's pipeline shares: precision policies, progress reporting, the
+component check before loading, and the user inputs (sizes, images, numbers) validated with
+one clear error each."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 
-from vidax.errors import VidaxError
+from vidax.errors import VerificationError, VidaxError
 
 
 # ----------------------------------------------------------------------------- precision
@@ -130,3 +131,20 @@ class Progress:
 
             yield advance
         self.line(f"{description}: done in {time.perf_counter() - start:.1f} s")
+
+
+# ----------------------------------------------------------------------------- components
+def verify_component(spec, path: str | os.PathLike, config) -> None:
+    """A component file's names and shapes against its model (``spec``: a
+    ``vidax.registry.ComponentSpec``) at ``config``, before any weight of any component is
+    read: the error ``vidax.load`` would raise, naming the file."""
+    from vidax import loading
+    from vidax.translator.io import open_checkpoint
+
+    with open_checkpoint(path) as ckpt:
+        report, _, _ = loading.verify_tensors(spec, config, ckpt, source=str(path))
+    if not report.ok:
+        raise VerificationError(
+            f"{path} is not a {spec.model_type} {spec.component} checkpoint ({spec.layout} "
+            "layout) at this config (no weights were loaded): "
+            + "; ".join(report.lines(5)[1:]), report)

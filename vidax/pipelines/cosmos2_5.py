@@ -75,6 +75,7 @@ from vidax.errors import VidaxError
 from vidax.models.cosmos2_5 import CosmosDiTConfig, nearest_indices
 from vidax.models.reason1 import Reason1Config, full_concat
 from vidax.pipelines.common import (  # noqa: F401  (re-exported: the CLI's family API)
+    verify_component,
     PRECISIONS,
     Progress,
     load_image,
@@ -537,7 +538,7 @@ class Cosmos25Pipeline:
         where = {"dit": (MODEL_TYPE, release.layout), "vae": ("wan2_1", release.layout),
                  "text_encoder": ("reason1", "transformers")}
         for component, (model_type, layout) in where.items():
-            _verify(registry.get(model_type, component, layout), release.files[component],
+            verify_component(registry.get(model_type, component, layout), release.files[component],
                     release.configs[component])
         progress.line(f"Cosmos-Predict2.5 {release.variant} ({release.layout} layout) in "
                       f"{release.folder}: every component verified; loading with precision "
@@ -649,20 +650,6 @@ class Cosmos25Pipeline:
         return write_mp4(path, frames, fps=fps or self.defaults.fps)
 
 
-def _verify(spec, path: Path, config) -> None:
-    """The component's names and shapes against its model, before any weight is read (the
-    error ``vidax.load`` would raise, naming the file)."""
-    from vidax import loading
-    from vidax.errors import VerificationError
-    from vidax.translator.io import open_checkpoint
-
-    with open_checkpoint(path) as ckpt:
-        report, _, _ = loading.verify_tensors(spec, config, ckpt, source=str(path))
-    if not report.ok:
-        raise VerificationError(
-            f"{path} is not a {spec.model_type} {spec.component} checkpoint ({spec.layout} "
-            "layout) at this config (no weights were loaded): "
-            + "; ".join(report.lines(5)[1:]), report)
 
 
 Pipeline = Cosmos25Pipeline

@@ -70,12 +70,13 @@ import numpy as np
 from flax import nnx
 
 from vidax import registry
-from vidax.errors import VerificationError, VidaxError
+from vidax.errors import VidaxError
 from vidax.models.clip import CLIPTextConfig
 from vidax.models.hunyuan_video.dit import HunyuanVideoDiTConfig
 from vidax.models.hunyuan_video.vae import HunyuanVideoVAEConfig
 from vidax.models.llama import LlamaConfig
 from vidax.pipelines.common import (  # noqa: F401  (re-exported: the CLI's family API)
+    verify_component,
     PRECISIONS,
     Progress,
     number,
@@ -370,7 +371,7 @@ class HunyuanVideoPipeline:
         policy = precision_policy(precision)
         progress = Progress(console)
         for component, (model_type, layout, _) in COMPONENTS.items():
-            _verify(registry.get(model_type, "text_encoder" if component.startswith("text")
+            verify_component(registry.get(model_type, "text_encoder" if component.startswith("text")
                                  else component, layout),
                     release.files[component], release.configs[component])
         progress.line(f"HunyuanVideo {release.variant} in {release.folder}: every component "
@@ -473,19 +474,6 @@ class HunyuanVideoPipeline:
         return write_mp4(path, frames, fps=fps or self.defaults.fps)
 
 
-def _verify(spec, path: Path, config) -> None:
-    """The component's names and shapes against its model, before any weight is read (the
-    error ``vidax.load`` would raise, naming the file)."""
-    from vidax import loading
-    from vidax.translator.io import open_checkpoint
-
-    with open_checkpoint(path) as ckpt:
-        report, _, _ = loading.verify_tensors(spec, config, ckpt, source=str(path))
-    if not report.ok:
-        raise VerificationError(
-            f"{path} is not a {spec.model_type} {spec.component} checkpoint ({spec.layout} "
-            "layout) at this config (no weights were loaded): "
-            + "; ".join(report.lines(5)[1:]), report)
 
 
 Pipeline = HunyuanVideoPipeline

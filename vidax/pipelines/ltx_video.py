@@ -80,10 +80,16 @@ import numpy as np
 from flax import nnx
 
 from vidax import loading, registry
-from vidax.errors import VerificationError, VidaxError
+from vidax.errors import VidaxError
 from vidax.models.ltx_video.dit import SKIP_LAYER_STRATEGIES
 from vidax.models.t5 import T5Config
-from vidax.pipelines.common import PRECISIONS, Progress, load_image, parse_size
+from vidax.pipelines.common import (
+    PRECISIONS,
+    Progress,
+    load_image,
+    parse_size,
+    verify_component,
+)
 from vidax.schedulers.rectified_flow import RectifiedFlowScheduler
 from vidax.schedulers.rectified_flow import step as rf_step
 from vidax.translator.io import open_checkpoint
@@ -767,7 +773,7 @@ class LTXVideoPipeline:
         if "upsampler" in release.files:
             specs["upsampler"] = registry.get(MODEL_TYPE, "upsampler")
         for component, spec in specs.items():
-            verify_component(spec, release.files[component], release.configs[component], component)
+            verify_component(spec, release.files[component], release.configs[component])
         progress.line(f"LTX-Video {release.variant} in {release.folder}: every component "
                       f"verified; loading with precision {policy.name}")
         dtypes = {"dit": policy.dit_compute, "vae": policy.vae,
@@ -1041,15 +1047,4 @@ def _decode(vae, latents, timestep):
     if timestep is None:
         return _decode_plain(vae, latents)
     return _decode_jit(vae, latents, jnp.float32(timestep))
-
-
-def verify_component(spec, path: Path, config, component: str) -> None:
-    """The component's names and shapes against the model at ``config``, before any weight of
-    any component is read."""
-    with open_checkpoint(path) as ckpt:
-        report, _, _ = loading.verify_tensors(spec, config, ckpt, source=str(path))
-    if not report.ok:
-        raise VerificationError(
-            f"{path} does not hold the LTX-Video {component} at this config (no weights were "
-            f"loaded): " + "; ".join(report.lines(5)[1:]), report)
 

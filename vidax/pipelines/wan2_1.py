@@ -61,11 +61,12 @@ import numpy as np
 from flax import nnx
 
 from vidax import loading, registry
-from vidax.errors import VerificationError, VidaxError
+from vidax.errors import VidaxError
 from vidax.models.clip import CLIPVisionConfig, preprocess
 from vidax.models.clip import _cubic_resize_matrix as _torch_bicubic_matrix
 from vidax.models.t5 import T5Config
 from vidax.models.wan2_1.dit import CLIP_DIM, WanDiTConfig
+from vidax.pipelines.common import verify_component as common_verify
 from vidax.pipelines.common import (  # noqa: F401  (re-exported: the CLI's family API)
     PRECISIONS,
     Precision,
@@ -78,7 +79,6 @@ from vidax.pipelines.common import (  # noqa: F401  (re-exported: the CLI's fami
 )
 from vidax.schedulers import SAMPLE_SOLVERS
 from vidax.sharding import constrain_batch, shard_batch, use_mesh
-from vidax.translator.io import open_checkpoint
 
 MODEL_TYPE = "wan2_1"
 TASKS = ("t2v", "i2v", "flf2v")
@@ -786,12 +786,6 @@ Pipeline = WanPipeline
 
 
 def verify_component(component: str, path: Path, config, model_type: str = MODEL_TYPE) -> None:
-    """The component file's names and shapes against the model at ``config``; the same
-    error as ``vidax.load``, before any weight of any component is read."""
-    spec = registry.get(model_type, component)
-    with open_checkpoint(path) as ckpt:
-        report, _, _ = loading.verify_tensors(spec, config, ckpt, source=str(path))
-    if not report.ok:
-        raise VerificationError(
-            f"{path} is not a {model_type} {component} checkpoint at this config (no weights "
-            f"were loaded): " + "; ".join(report.lines(5)[1:]), report)
+    """The component file's names and shapes against the model at ``config``
+    (:func:`vidax.pipelines.common.verify_component` of the family's registered spec)."""
+    common_verify(registry.get(model_type, component), path, config)
