@@ -300,12 +300,6 @@ def _heads(x: jax.Array, n: int) -> jax.Array:
     return x.reshape(*x.shape[:-1], n, x.shape[-1] // n)
 
 
-def _group(x: jax.Array, groups: int) -> jax.Array:
-    """Key/value heads repeated for their query heads (torch's ``enable_gqa``: query head
-    ``h`` reads key head ``h // groups``)."""
-    return x if groups == 1 else jnp.repeat(x, groups, axis=2)
-
-
 class Cosmos3Attention(nnx.Module):
     """``Cosmos3PackedMoTAttention`` + ``Cosmos3AttnProcessor``: both pathways' projections and
     per-head norms. ``norm_q`` / ``norm_k`` exist only with ``qk_norm_for_text`` (Nano),
@@ -341,9 +335,9 @@ class Cosmos3Attention(nnx.Module):
             q, k = self.norm_q(q), self.norm_k(k)
         k_for_gen = k if self.k_norm_und_for_gen is None else self.k_norm_und_for_gen(k)
         q, k, k_for_gen = (apply_rope_half(a, *rope) for a in (q, k, k_for_gen))
-        length, groups = x.shape[1], self.heads // self.kv_heads
+        length = x.shape[1]
         causal = jnp.tril(jnp.ones((length, length), bool))
-        out = attention(q, _group(k, groups), _group(v, groups), mask=causal)
+        out = attention(q, k, v, mask=causal)
         return self.to_out(out.reshape(*x.shape[:2], -1)), k_for_gen, v
 
     def generate(self, x: jax.Array, k_und: jax.Array, v_und: jax.Array, rope) -> jax.Array:
@@ -351,10 +345,9 @@ class Cosmos3Attention(nnx.Module):
         q = apply_rope_half(self.norm_added_q(_heads(self.add_q_proj(x), self.heads)), *rope)
         k = apply_rope_half(self.norm_added_k(_heads(self.add_k_proj(x), self.kv_heads)), *rope)
         v = _heads(self.add_v_proj(x), self.kv_heads)
-        groups = self.heads // self.kv_heads
         k = jnp.concatenate([k_und.astype(k.dtype), k], axis=1)
         v = jnp.concatenate([v_und.astype(v.dtype), v], axis=1)
-        out = attention(q, _group(k, groups), _group(v, groups))
+        out = attention(q, k, v)
         return self.to_add_out(out.reshape(*x.shape[:2], -1))
 
 

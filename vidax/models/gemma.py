@@ -258,9 +258,7 @@ class GemmaAttention(nnx.Module):
         k = self.k_norm(self.k_proj(x).reshape(b, n, self.num_kv_heads, self.head_dim))
         v = self.v_proj(x).reshape(b, n, self.num_kv_heads, self.head_dim)
         q, k = apply_rope_half(q, cos, sin), apply_rope_half(k, cos, sin)
-        groups = self.num_heads // self.num_kv_heads
-        k, v = jnp.repeat(k, groups, axis=2), jnp.repeat(v, groups, axis=2)
-        out = attention(q, k, v, mask=mask, scale=self.scale)
+        out = attention(q, k, v, mask=mask, scale=self.scale)   # grouped-query
         out = jnp.where(no_keys[:, :, None, None], jnp.zeros((), out.dtype), out)
         return self.o_proj(out.reshape(b, n, -1))
 

@@ -243,9 +243,7 @@ class Qwen2Attention(nnx.Module):
         v = self.v_proj(x).reshape(b, n, self.num_kv_heads, self.head_dim)
         rotate = jax.vmap(apply_rope_half)            # tables differ per batch row
         q, k = rotate(q, cos, sin), rotate(k, cos, sin)
-        groups = self.num_heads // self.num_kv_heads
-        k, v = jnp.repeat(k, groups, axis=2), jnp.repeat(v, groups, axis=2)
-        out = attention(q, k, v, mask=mask)
+        out = attention(q, k, v, mask=mask)       # grouped-query: k/v heads shared
         if no_keys is not None:
             out = jnp.where(no_keys[:, :, None, None], jnp.zeros((), out.dtype), out)
         return self.o_proj(out.reshape(b, n, -1))

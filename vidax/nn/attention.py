@@ -158,7 +158,9 @@ def attention(q: jax.Array, k: jax.Array, v: jax.Array, *, mask: jax.Array | Non
 
     Args:
       q: queries ``[B, Lq, H, D]``.
-      k, v: keys and values ``[B, Lk, H, D]``.
+      k, v: keys and values ``[B, Lk, H, D]``, or ``[B, Lk, H / g, D]`` for grouped-query
+        attention: key/value head ``j`` then serves the ``g`` consecutive query heads
+        ``j g .. j g + g - 1`` (transformers' ``repeat_kv``, torch's ``enable_gqa``).
       mask: optional boolean mask broadcastable to ``[B, H, Lq, Lk]``; ``True`` = attend.
       bias: optional additive logit bias broadcastable to ``[B, H, Lq, Lk]`` (T5's relative
         position bias).
@@ -173,6 +175,14 @@ def attention(q: jax.Array, k: jax.Array, v: jax.Array, *, mask: jax.Array | Non
         evenly, else left to XLA's partitioner with a logged warning (a VAE's one-head or
         CLIP's 257-token attention on a DiT's mesh); ``False`` -- never split.
     """
+    if k.shape[2] != q.shape[2]:
+        groups, rest = divmod(q.shape[2], k.shape[2])
+        if rest or k.shape[2] != v.shape[2]:
+            raise VidaxError(f"attention: {q.shape[2]} query heads cannot share {k.shape[2]} "
+                             f"key / {v.shape[2]} value heads (grouped-query attention needs "
+                             "the key/value head count to divide the query head count)")
+        # every kernel (and the Ulysses split) then sees one key/value head per query head
+        k, v = jnp.repeat(k, groups, axis=2), jnp.repeat(v, groups, axis=2)
     name = implementation or os.environ.get(ENV_VAR) or None
     if name is None:
         name, why = choose_implementation(q, has_bias=bias is not None,
