@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -148,3 +149,26 @@ def verify_component(spec, path: str | os.PathLike, config) -> None:
             f"{path} is not a {spec.model_type} {spec.component} checkpoint ({spec.layout} "
             "layout) at this config (no weights were loaded): "
             + "; ".join(report.lines(5)[1:]), report)
+
+
+# ----------------------------------------------------------------------------- pipeline class
+class PipelineBase:
+    """What every family's pipeline class shares. The family sets ``self.precision`` (a
+    :class:`Precision`) and ``self.defaults`` (with the release's ``fps``) and defines
+    ``sample`` and ``decode``."""
+
+    def _matmul_precision(self):
+        """The precision policy's matmul precision as a context (none: JAX's default)."""
+        if self.precision.matmul is None:
+            return contextlib.nullcontext()
+        return jax.default_matmul_precision(self.precision.matmul)
+
+    def __call__(self, prompt: str | None = None, *, request=None, **options) -> np.ndarray:
+        """uint8 frames ``[F, H, W, 3]``."""
+        return self.decode(self.sample(prompt, request=request, **options))
+
+    def write(self, frames, path: str | os.PathLike, *, fps: float | None = None) -> Path:
+        """Write frames as an H.264 mp4 at ``fps`` (default: the release's), atomically."""
+        from vidax.video import write_mp4
+
+        return write_mp4(path, frames, fps=fps or self.defaults.fps)

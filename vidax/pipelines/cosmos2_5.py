@@ -75,6 +75,7 @@ from vidax.errors import VidaxError
 from vidax.models.cosmos2_5 import CosmosDiTConfig, nearest_indices
 from vidax.models.reason1 import Reason1Config, full_concat
 from vidax.pipelines.common import (  # noqa: F401  (re-exported: the CLI's family API)
+    PipelineBase,
     verify_component,
     PRECISIONS,
     Progress,
@@ -512,7 +513,7 @@ def _denoise_step(graphdef, solver_step, compute_dtype, params, latents, state, 
 
 
 # ----------------------------------------------------------------------------- the pipeline
-class Cosmos25Pipeline:
+class Cosmos25Pipeline(PipelineBase):
     """A loaded Cosmos-Predict2.5 release: ``pipe(prompt, **options)`` -> uint8 frames
     ``[F, H, W, 3]``; :meth:`sample` gives the final latents, :meth:`decode` frames,
     :meth:`write` an mp4."""
@@ -558,11 +559,6 @@ class Cosmos25Pipeline:
 
     def _place(self, array):
         return jnp.asarray(array) if self.mesh is None else shard_batch(array, self.mesh)
-
-    def _matmul_precision(self):
-        if self.precision.matmul is None:
-            return contextlib.nullcontext()
-        return jax.default_matmul_precision(self.precision.matmul)
 
     def encode_text(self, prompts: list[str]) -> jax.Array:
         """``[len(prompts), 512, layers x width]``; warns when a prompt is truncated."""
@@ -640,14 +636,6 @@ class Cosmos25Pipeline:
             video = self.vae.decode(self._place(latents[None]))
         return to_uint8(video[0])
 
-    def __call__(self, prompt: str | None = None, *, request: Request | None = None,
-                 **options) -> np.ndarray:
-        return self.decode(self.sample(prompt, request=request, **options))
-
-    def write(self, frames, path: str | os.PathLike, *, fps: float | None = None) -> Path:
-        from vidax.video import write_mp4
-
-        return write_mp4(path, frames, fps=fps or self.defaults.fps)
 
 
 

@@ -57,7 +57,6 @@ the fp8 DiT file, batch > 1, spatial VAE tiling, the I2V / 1.5 releases.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import os
@@ -76,6 +75,7 @@ from vidax.models.hunyuan_video.dit import HunyuanVideoDiTConfig
 from vidax.models.hunyuan_video.vae import HunyuanVideoVAEConfig
 from vidax.models.llama import LlamaConfig
 from vidax.pipelines.common import (  # noqa: F401  (re-exported: the CLI's family API)
+    PipelineBase,
     verify_component,
     PRECISIONS,
     Progress,
@@ -345,7 +345,7 @@ def _denoise_step(graphdef, compute_dtype, params, latents, t, dt, text, text_ma
 
 
 # ----------------------------------------------------------------------------- the pipeline
-class HunyuanVideoPipeline:
+class HunyuanVideoPipeline(PipelineBase):
     """A loaded HunyuanVideo 1.0 release: ``pipe(prompt, **options)`` -> uint8 frames
     ``[F, H, W, 3]``; :meth:`sample` gives the final latents, :meth:`decode` frames,
     :meth:`write` an mp4. Options are :func:`make_request`'s."""
@@ -403,11 +403,6 @@ class HunyuanVideoPipeline:
 
         return jax.device_put(array, NamedSharding(self.mesh, PartitionSpec()))
 
-    def _matmul_precision(self):
-        if self.precision.matmul is None:
-            return contextlib.nullcontext()
-        return jax.default_matmul_precision(self.precision.matmul)
-
     def encode_text(self, prompts: list[str]) -> tuple[jax.Array, jax.Array, jax.Array]:
         """(Llama states ``[B, 256, D]`` float32, their mask ``[B, 256]`` int32, CLIP pooled
         ``[B, 768]`` float32); warns when a prompt is truncated."""
@@ -464,14 +459,6 @@ class HunyuanVideoPipeline:
             video = self.vae.decode(self._place(latents[None]), framewise=True)
         return to_uint8(video[0])
 
-    def __call__(self, prompt: str | None = None, *, request: Request | None = None,
-                 **options) -> np.ndarray:
-        return self.decode(self.sample(prompt, request=request, **options))
-
-    def write(self, frames, path: str | os.PathLike, *, fps: float | None = None) -> Path:
-        from vidax.video import write_mp4
-
-        return write_mp4(path, frames, fps=fps or self.defaults.fps)
 
 
 

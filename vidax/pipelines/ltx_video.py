@@ -64,7 +64,6 @@ Where vidax differs from the authors' code, on purpose:
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import json
@@ -84,6 +83,7 @@ from vidax.errors import VidaxError
 from vidax.models.ltx_video.dit import SKIP_LAYER_STRATEGIES
 from vidax.models.t5 import T5Config
 from vidax.pipelines.common import (
+    PipelineBase,
     PRECISIONS,
     Progress,
     load_image,
@@ -734,7 +734,7 @@ def _denoise_step(graphdef, kind: _StepKind, params, latents, init, cond_mask, c
 
 
 # ----------------------------------------------------------------------------- the pipeline
-class LTXVideoPipeline:
+class LTXVideoPipeline(PipelineBase):
     """A loaded LTX-Video release: ``pipe(prompt, **options)`` -> uint8 frames ``[F, H, W, 3]``.
 
     Options are :func:`make_request`'s. :meth:`sample` returns the final (normalised) latents,
@@ -802,11 +802,6 @@ class LTXVideoPipeline:
         from jax.sharding import NamedSharding, PartitionSpec
 
         return jax.device_put(array, NamedSharding(self.mesh, PartitionSpec()))
-
-    def _matmul_precision(self):
-        if self.precision.matmul is None:
-            return contextlib.nullcontext()
-        return jax.default_matmul_precision(self.precision.matmul)
 
     def encode_text(self, prompts: list[str]) -> tuple[jax.Array, jax.Array]:
         """T5 states ``[len(prompts), 256, D]`` (float32) and the masks ``[len(prompts), 256]``."""
@@ -1018,11 +1013,6 @@ class LTXVideoPipeline:
         latents = self.sample(request=request, draws=draws)
         return self.decode(latents, request, self._last_draws)
 
-    def write(self, frames, path: str | os.PathLike, *, fps: float | None = None) -> Path:
-        """Write frames as an H.264 mp4 at ``fps`` (default: the release's), atomically."""
-        from vidax.video import write_mp4
-
-        return write_mp4(path, frames, fps=fps or self.defaults.fps)
 
 
 Pipeline = LTXVideoPipeline

@@ -68,6 +68,7 @@ from vidax.models.t5 import T5Config
 from vidax.models.wan2_1.dit import CLIP_DIM, WanDiTConfig
 from vidax.pipelines.common import verify_component as common_verify
 from vidax.pipelines.common import (  # noqa: F401  (re-exported: the CLI's family API)
+    PipelineBase,
     PRECISIONS,
     Precision,
     Progress,
@@ -610,7 +611,7 @@ def _denoise_step(graphdef, solver_step, compute_dtype, params, latents, state, 
 
 
 # ----------------------------------------------------------------------------- the pipeline
-class WanPipeline:
+class WanPipeline(PipelineBase):
     """A loaded Wan2.1 release: ``pipe(prompt, **options)`` -> uint8 frames ``[F, H, W, 3]``.
 
     Options are :func:`make_request`'s. :meth:`sample` returns the final latents instead,
@@ -661,11 +662,6 @@ class WanPipeline:
     def _place(self, array):
         """An input on the pipeline's device(s): its batch split over the mesh's batch axes."""
         return jnp.asarray(array) if self.mesh is None else shard_batch(array, self.mesh)
-
-    def _matmul_precision(self):
-        if self.precision.matmul is None:
-            return contextlib.nullcontext()
-        return jax.default_matmul_precision(self.precision.matmul)
 
     def encode_text(self, prompts: list[str]) -> jax.Array:
         """``[len(prompts), 512, D]``: UMT5 states, zero past each prompt's tokens. A prompt
@@ -770,16 +766,6 @@ class WanPipeline:
             video = self.vae.decode(self._place(latents[None]))
         return to_uint8(video[0])
 
-    def __call__(self, prompt: str | None = None, *, request: Request | None = None,
-                 **options) -> np.ndarray:
-        """uint8 frames ``[F, H, W, 3]``."""
-        return self.decode(self.sample(prompt, request=request, **options))
-
-    def write(self, frames, path: str | os.PathLike, *, fps: float | None = None) -> Path:
-        """Write frames as an H.264 mp4 at ``fps`` (default: the release's, 16), atomically."""
-        from vidax.video import write_mp4
-
-        return write_mp4(path, frames, fps=fps or self.defaults.fps)
 
 
 Pipeline = WanPipeline
