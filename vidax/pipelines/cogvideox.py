@@ -36,9 +36,11 @@ as defaults (:data:`DEFAULTS`):
    frames ``(x / 2 + 0.5)`` clamped to [0, 1], ``* 255`` rounded (their ``numpy_to_pil``).
 
 Precision policies (``precision=``): ``"bf16"`` stores the DiT's and T5's weights in
-bfloat16 (the authors' demo runs the pipeline in bfloat16); the DiT computes in float32 from
-them (vidax's CogVideoX DiT has no bfloat16 compute path yet), T5 in bfloat16; latents, the
-scheduler and the VAE stay float32. ``"fp32"``: everything float32, "highest" matmuls.
+bfloat16 (the authors' demo runs the pipeline in bfloat16) and computes both in bfloat16 --
+the DiT with its float32 islands (timestep embedding, modulation, norm statistics, q/k norm
+and RoPE, output head) and a float32 residual stream (see :mod:`vidax.models.cogvideox.dit`);
+latents, CFG, the scheduler and the VAE stay float32. ``"fp32"``: everything float32,
+"highest" matmuls.
 
 Where vidax differs from diffusers, on purpose:
 
@@ -53,7 +55,6 @@ Where vidax differs from diffusers, on purpose:
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import json
@@ -72,7 +73,14 @@ from vidax.errors import VerificationError, VidaxError
 from vidax.models.cogvideox.dit import CogVideoXDiTConfig
 from vidax.models.cogvideox.vae import CogVideoXVAEConfig
 from vidax.models.t5 import T5Config
-from vidax.pipelines.common import PRECISIONS, Progress, load_image, number, parse_size
+from vidax.pipelines.common import (
+    PRECISIONS,
+    PipelineBase,
+    Progress,
+    load_image,
+    number,
+    parse_size,
+)
 from vidax.schedulers.cogvideox import SAMPLE_SOLVERS
 from vidax.translator.io import open_checkpoint
 
@@ -411,12 +419,14 @@ def _encode_text(graphdef, params, ids):
 
 @dataclass(frozen=True)
 class _StepKind:
-    """What changes the traced step: CFG on/off, the sampler, image latents, ofs."""
+    """What changes the traced step: CFG on/off, the sampler, image latents, ofs, and the
+    DiT's compute dtype."""
 
     cfg: bool
     solver: str
     image: bool
     ofs: float | None
+    compute_dtype: object
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1), donate_argnums=(3, 4))
@@ -429,13 +439,14 @@ def _denoise_step(graphdef, kind: _StepKind, params, latents, state, image_laten
     x = jnp.concatenate([latents] * n)
     if kind.image:
         x = jnp.concatenate([x, jnp.concatenate([image_latents] * n)], axis=-1)
-    out = dit(x, context, jnp.broadcast_to(t, (n,)), ofs=kind.ofs).astype(jnp.float32)
+    out = dit(x, context, jnp.broadcast_to(t, (n,)), ofs=kind.ofs,
+              compute_dtype=kind.compute_dtype).astype(jnp.float32)
     pred = out[:1] + g * (out[1:] - out[:1]) if kind.cfg else out
     return SAMPLE_SOLVERS[kind.solver].step(pred, k, latents, state, noise)
 
 
 # ----------------------------------------------------------------------------- the pipeline
-class CogVideoXPipeline:
+class CogVideoXPipeline(PipelineBase):
     """A loaded CogVideoX release: ``pipe(prompt, **options)`` -> uint8 frames
     ``[F, H, W, 3]``. Options are :func:`make_request`'s; :meth:`sample` returns the final
     latents, :meth:`decode` turns them into frames, :meth:`write` writes an mp4."""
@@ -507,11 +518,6 @@ class CogVideoXPipeline:
         from jax.sharding import NamedSharding, PartitionSpec
 
         return jax.device_put(array, NamedSharding(self.mesh, PartitionSpec()))
-
-    def _matmul_precision(self):
-        if self.precision.matmul is None:
-            return contextlib.nullcontext()
-        return jax.default_matmul_precision(self.precision.matmul)
 
     @property
     def _factors(self) -> tuple[int, int]:
@@ -586,7 +592,7 @@ class CogVideoXPipeline:
         cfg = request.guidance_scale > 1.0
         dit_cfg = self.dit.config
         kind = _StepKind(cfg, request.sample_solver, request.image is not None,
-                         OFS if dit_cfg.ofs_embed_dim else None)
+                         OFS if dit_cfg.ofs_embed_dim else None, self.precision.dit_compute)
         initial = request.noise if request.noise is not None else draws.initial
         if initial is None:
             initial = jax.random.normal(keys[0], shape, jnp.float32)
@@ -643,12 +649,6 @@ class CogVideoXPipeline:
         if request is None:
             request = self.request(prompt, **options)
         return self.decode(self.sample(request=request, draws=draws))
-
-    def write(self, frames, path: str | os.PathLike, *, fps: float | None = None) -> Path:
-        """Write frames as an H.264 mp4 at ``fps`` (default: the release's), atomically."""
-        from vidax.video import write_mp4
-
-        return write_mp4(path, frames, fps=fps or self.defaults.fps)
 
 
 Pipeline = CogVideoXPipeline

@@ -637,7 +637,4 @@ class Cosmos25Pipeline(PipelineBase):
         return to_uint8(video[0])
 
 
-
-
-
 Pipeline = Cosmos25Pipeline

@@ -460,7 +460,4 @@ class HunyuanVideoPipeline(PipelineBase):
         return to_uint8(video[0])
 
 
-
-
-
 Pipeline = HunyuanVideoPipeline

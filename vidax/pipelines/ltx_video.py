@@ -1014,7 +1014,6 @@ class LTXVideoPipeline(PipelineBase):
         return self.decode(latents, request, self._last_draws)
 
 
-
 Pipeline = LTXVideoPipeline
 
 

@@ -767,7 +767,6 @@ class WanPipeline(PipelineBase):
         return to_uint8(video[0])
 
 
-
 Pipeline = WanPipeline
 
 

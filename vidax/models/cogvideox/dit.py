@@ -29,11 +29,23 @@ positional table: the sincos table (:func:`sincos_pos_embed`) and the RoPE table
 (:func:`rope_tables`) are computed on the host (numpy, float64) from the token grid at call
 time; a pipeline can call the same functions.
 
-Precision: everything computes in float32 (parameters stored in bfloat16/float16 are cast at
-use); a bfloat16 compute path is not implemented yet. The sinusoidal timestep embedding keeps
-diffusers' float32 phases (:func:`vidax.nn.embeddings.diffusers_timestep_embedding`); the
-position tables are float64 host math, cast to float32 (diffusers builds its RoPE tables in
-float32: they agree within ~2e-6 at the released sizes).
+Precision (``compute_dtype`` of :meth:`CogVideoXDiT.__call__`). Parameters are used in
+whatever dtype they are stored in (cast at use). float32 (the default) runs everything in
+float32. bfloat16 runs the patch embedding, the text projection, the attention's q/k/v/output
+Linears, the attention itself and the FFN in bfloat16 (float32 accumulation, GELU evaluated in
+float32), and keeps float32 islands at "highest" matmul precision: the timestep (and ofs)
+embedding, every modulation (``LayerNormZero``'s and the output ``AdaLayerNorm``'s Linear of
+``silu(temb)``), the LayerNorm statistics (the q/k norms included: q and k return to float32
+for their norm and RoPE, then go to the attention in bfloat16), the absolute position table,
+and the whole output head (``norm_final``, ``norm_out``, ``proj_out``). The residual streams
+(text and video) stay float32. diffusers runs the released models entirely in bf16/fp16
+(weights, activations and residual stream); vidax follows the policy of its other DiTs
+instead (float32 islands and residual, DESIGN.md §7), which is the more accurate of the two.
+
+The sinusoidal timestep embedding keeps diffusers' float32 phases
+(:func:`vidax.nn.embeddings.diffusers_timestep_embedding`); the position tables are float64
+host math, cast to float32 (diffusers builds its RoPE tables in float32: they agree within
+~2e-6 at the released sizes).
 """
 
 from __future__ import annotations
@@ -54,6 +66,8 @@ from vidax.nn.layers import Conv, KeyGen, LayerNorm, Linear
 from vidax.nn.rope import apply_rope
 
 _F32 = jnp.float32
+#: The DiT's compute dtypes (see the module docstring).
+COMPUTE_DTYPES = (jnp.float32, jnp.bfloat16)
 #: RoPE base frequency of every release (diffusers' ``get_3d_rotary_pos_embed`` default).
 ROPE_THETA = 10000.0
 #: The query/key LayerNorm eps (diffusers' ``Attention(qk_norm="layer_norm", eps=1e-6)``),
@@ -63,6 +77,11 @@ QK_NORM_EPS = 1e-6
 #: and keys without effect at inference.
 _FIXED_KEYS = {"activation_fn": "gelu-approximate", "timestep_activation_fn": "silu"}
 _IGNORED_KEYS = {"dropout"}
+
+
+def _gelu_tanh(x: jax.Array) -> jax.Array:
+    """GELU (tanh approximation), evaluated in float32 and rounded once to ``x``'s dtype."""
+    return jax.nn.gelu(x.astype(_F32), approximate=True).astype(x.dtype)
 
 
 @dataclass(frozen=True)
@@ -323,12 +342,13 @@ class PatchEmbed(nnx.Module):
             self.pos_embedding = nnx.Param(jnp.zeros((1, rows, dim), param_dtype))
 
     def __call__(self, text: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """``text [B, L, text_embed_dim]``, ``x [B, T, H, W, C]`` -> (text tokens
-        ``[B, L, D]``, video tokens ``[B, N, D]``) with the absolute table added."""
+        """``text [B, L, text_embed_dim]``, ``x [B, T, H, W, C]`` in the compute dtype ->
+        float32 (text tokens ``[B, L, D]``, video tokens ``[B, N, D]``) with the absolute
+        table added."""
         cfg = self.cfg
         b, frames, height, width, channels = x.shape
         p = cfg.patch_size
-        text = self.text_proj(text)
+        text = self.text_proj(text).astype(_F32)
         if cfg.patch_size_t is None:
             y = self.proj(x.reshape(b * frames, height, width, channels))
             video = y.reshape(b, -1, cfg.inner_dim)
@@ -337,6 +357,7 @@ class PatchEmbed(nnx.Module):
             y = x.reshape(b, frames // pt, pt, height // p, p, width // p, p, channels)
             y = y.transpose(0, 1, 3, 5, 7, 2, 4, 6)   # features in (C, p_t, p, p) order
             video = self.proj(y.reshape(b, -1, channels * pt * p * p))
+        video = video.astype(_F32)
         if cfg.has_pos_table:
             grid = (frames, height // p, width // p)
             table = self._pos_table(grid, text.shape[1])
@@ -379,9 +400,12 @@ class LayerNormZero(nnx.Module):
                               affine=cfg.norm_elementwise_affine, param_dtype=param_dtype)
 
     def __call__(self, x: jax.Array, text: jax.Array, temb: jax.Array):
-        """-> (modulated video, modulated text, video gate, text gate); gates ``[B, 1, D]``."""
+        """float32 ``x``, ``text`` -> float32 (modulated video, modulated text, video gate,
+        text gate); gates ``[B, 1, D]``. The modulation is a float32 island."""
+        with jax.default_matmul_precision("highest"):
+            mod = self.linear(jax.nn.silu(temb))
         shift, scale, gate, t_shift, t_scale, t_gate = (
-            c[:, None] for c in jnp.split(self.linear(jax.nn.silu(temb)), 6, axis=-1))
+            c[:, None] for c in jnp.split(mod, 6, axis=-1))
         return (self.norm(x) * (1 + scale) + shift, self.norm(text) * (1 + t_scale) + t_shift,
                 gate, t_gate)
 
@@ -403,15 +427,18 @@ class JointAttention(nnx.Module):
 
     def __call__(self, x: jax.Array, text: jax.Array,
                  rope: tuple[jax.Array, jax.Array] | None) -> tuple[jax.Array, jax.Array]:
-        n_text = text.shape[1]
+        """``x``, ``text`` in the compute dtype -> (video, text) outputs in float32; q and k
+        are normed and rotated in float32, then attended in the compute dtype."""
+        n_text, cd = text.shape[1], x.dtype
         h = jnp.concatenate([text, x], axis=1)
         heads = lambda y: y.reshape(*y.shape[:2], self.heads, -1)  # noqa: E731
-        q, k = self.norm_q(heads(self.to_q(h))), self.norm_k(heads(self.to_k(h)))
+        q = self.norm_q(heads(self.to_q(h)).astype(_F32))
+        k = self.norm_k(heads(self.to_k(h)).astype(_F32))
         if rope is not None:
             q = jnp.concatenate([q[:, :n_text], apply_rope(q[:, n_text:], *rope)], axis=1)
             k = jnp.concatenate([k[:, :n_text], apply_rope(k[:, n_text:], *rope)], axis=1)
-        out = attention(q, k, heads(self.to_v(h)))
-        out = self.to_out(out.reshape(h.shape))
+        out = attention(q.astype(cd), k.astype(cd), heads(self.to_v(h)))
+        out = self.to_out(out.reshape(h.shape)).astype(_F32)
         return out[:, n_text:], out[:, :n_text]
 
 
@@ -424,7 +451,7 @@ class FeedForward(nnx.Module):
         self.proj_out = Linear(4 * dim, dim, keys=keys, param_dtype=param_dtype)
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        return self.proj_out(jax.nn.gelu(self.proj_in(x), approximate=True))
+        return self.proj_out(_gelu_tanh(self.proj_in(x)))
 
 
 class CogVideoXBlock(nnx.Module):
@@ -438,13 +465,15 @@ class CogVideoXBlock(nnx.Module):
         self.norm2 = LayerNormZero(cfg, **kw)
         self.ff = FeedForward(cfg.inner_dim, **kw)
 
-    def __call__(self, x, text, temb, rope):
+    def __call__(self, x, text, temb, rope, cd):
+        """float32 streams ``x`` (video), ``text`` -> the same; ``cd``: the compute dtype of
+        the attention and the FFN."""
         n_text = text.shape[1]
         nx, nt, gate, t_gate = self.norm1(x, text, temb)
-        ax, at = self.attn1(nx, nt, rope)
+        ax, at = self.attn1(nx.astype(cd), nt.astype(cd), rope)
         x, text = x + gate * ax, text + t_gate * at
         nx, nt, gate, t_gate = self.norm2(x, text, temb)
-        ff = self.ff(jnp.concatenate([nt, nx], axis=1))
+        ff = self.ff(jnp.concatenate([nt, nx], axis=1).astype(cd)).astype(_F32)
         return x + gate * ff[:, n_text:], text + t_gate * ff[:, :n_text]
 
 
@@ -485,7 +514,7 @@ class CogVideoXDiT(nnx.Module):
         self.proj_out = Linear(cfg.inner_dim, patch_volume * cfg.out_channels, **kw)
 
     def __call__(self, x: jax.Array, context: jax.Array, t: jax.Array, *,
-                 ofs: jax.Array | float | None = None) -> jax.Array:
+                 ofs: jax.Array | float | None = None, compute_dtype=jnp.float32) -> jax.Array:
         """The prediction for latents ``x`` (v-prediction in the released models); mirrors
         ``CogVideoXTransformer3DModel.forward``.
 
@@ -499,11 +528,15 @@ class CogVideoXDiT(nnx.Module):
           t: timesteps ``[B]`` (or a scalar for the whole batch).
           ofs: 1.5-I2V only: the ``ofs`` condition, ``[B]`` or a scalar (the pipeline
             always passes 2.0).
+          compute_dtype: ``jnp.float32`` or ``jnp.bfloat16`` (see the module docstring).
 
         Returns:
           ``[B, T, H, W, out_channels]``, float32.
         """
         cfg = self.config
+        cd = jnp.dtype(compute_dtype)
+        if cd not in COMPUTE_DTYPES:
+            raise VidaxError(f"CogVideoX DiT compute_dtype must be float32 or bfloat16, got {cd}")
         x = jnp.asarray(x, _F32)
         b, frames, height, width, channels = x.shape
         p, pt = cfg.patch_size, cfg.patch_size_t or 1
@@ -521,11 +554,12 @@ class CogVideoXDiT(nnx.Module):
             if cfg.ofs_embed_dim:
                 temb = temb + self.ofs_embedding(self._sinusoid(ofs, b, cfg.ofs_embed_dim))
 
-        text, video = self.patch_embed(jnp.asarray(context, _F32), x)
+        text, video = self.patch_embed(jnp.asarray(context, _F32).astype(cd), x.astype(cd))
         rope = rope_tables(cfg, grid) if cfg.use_rotary_positional_embeddings else None
         for block in self.transformer_blocks:
-            video, text = block(video, text, temb, rope)
-        video = self.proj_out(self.norm_out(self.norm_final(video), temb))
+            video, text = block(video, text, temb, rope, cd)
+        with jax.default_matmul_precision("highest"):   # the output head: a float32 island
+            video = self.proj_out(self.norm_out(self.norm_final(video), temb))
         return self.unpatchify(video, grid)
 
     def _sinusoid(self, t, batch: int, dim: int) -> jax.Array:
