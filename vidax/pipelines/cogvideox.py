@@ -74,7 +74,7 @@ from vidax.models.cogvideox.dit import CogVideoXDiTConfig
 from vidax.models.cogvideox.vae import CogVideoXVAEConfig
 from vidax.models.t5 import T5Config
 from vidax.pipelines.common import (
-    PRECISIONS,
+    precision_policy,
     PipelineBase,
     Progress,
     load_image,
@@ -453,11 +453,8 @@ class CogVideoXPipeline(PipelineBase):
 
     def __init__(self, release: Release, *, dit, vae, text_encoder, tokenizer, mesh=None,
                  precision: str = "bf16", console=None):
-        if precision not in PRECISIONS:
-            raise VidaxError(f"precision must be one of {', '.join(PRECISIONS)}, got "
-                             f"{precision!r}")
         self.release, self.variant, self.task = release, release.variant, release.task
-        self.precision = PRECISIONS[precision]
+        self.precision = precision_policy(precision)
         self.dit, self.vae, self.text_encoder, self.tokenizer = dit, vae, text_encoder, tokenizer
         self.mesh = mesh
         self._progress = Progress(console)
@@ -472,10 +469,7 @@ class CogVideoXPipeline(PipelineBase):
         """Verify every component against its model (no weight read), then load them."""
         from vidax.text import load_tokenizer
 
-        if precision not in PRECISIONS:
-            raise VidaxError(f"precision must be one of {', '.join(PRECISIONS)}, got "
-                             f"{precision!r}")
-        policy = PRECISIONS[precision]
+        policy = precision_policy(precision)
         progress = Progress(console)
         specs = {"dit": registry.get(MODEL_TYPE, "dit", layout="diffusers"),
                  "vae": registry.get(MODEL_TYPE, "vae", layout="diffusers"),

@@ -84,7 +84,7 @@ from vidax.models.ltx_video.dit import SKIP_LAYER_STRATEGIES
 from vidax.models.t5 import T5Config
 from vidax.pipelines.common import (
     PipelineBase,
-    PRECISIONS,
+    precision_policy,
     Progress,
     load_image,
     parse_size,
@@ -743,11 +743,8 @@ class LTXVideoPipeline(PipelineBase):
 
     def __init__(self, release: Release, *, dit, vae, text_encoder, tokenizer, upsampler=None,
                  mesh=None, precision: str = "bf16", console=None):
-        if precision not in PRECISIONS:
-            raise VidaxError(f"precision must be one of {', '.join(PRECISIONS)}, got "
-                             f"{precision!r}")
         self.release, self.variant, self.task = release, release.variant, release.task
-        self.precision = PRECISIONS[precision]
+        self.precision = precision_policy(precision)
         self.dit, self.vae, self.text_encoder, self.tokenizer = dit, vae, text_encoder, tokenizer
         self.upsampler, self.mesh = upsampler, mesh
         self._last_draws: Draws | None = None   # the last sample's, for its decode noise
@@ -763,10 +760,7 @@ class LTXVideoPipeline(PipelineBase):
         """Verify every component against its model (no weight read), then load them."""
         from vidax.text import load_tokenizer
 
-        if precision not in PRECISIONS:
-            raise VidaxError(f"precision must be one of {', '.join(PRECISIONS)}, got "
-                             f"{precision!r}")
-        policy = PRECISIONS[precision]
+        policy = precision_policy(precision)
         progress = Progress(console)
         specs = {"dit": registry.get(MODEL_TYPE, "dit"), "vae": registry.get(MODEL_TYPE, "vae"),
                  "text_encoder": registry.get("t5", "encoder", layout="transformers")}
