@@ -309,7 +309,7 @@ HUNYUAN_VIDEO_DIT = PartitionRules(
     ),
 )
 
-#: vidax.models.ltx2.LTX2DiT: LTX-2.x (19B, 2.3/2.5 22B), both streams, the audio<->video
+#: vidax.models.ltx2_5.dit.LTX2DiT: LTX-2.x (19B, 2.3/2.5 22B), both streams, the audio<->video
 #: cross-attentions and the two text connectors. Every attention's q/k RMSNorm spans its inner
 #: dim (as LTX-Video's): the scales follow the columns; the 2.3+ per-head gate logits too.
 _LTX2_ATTN = (r"(transformer_blocks\.\d+\.(attn1|attn2|audio_attn1|audio_attn2|"
@@ -338,18 +338,19 @@ DEFAULT = PartitionRules(name="default")
 # T5 v1.1).
 _RULES: dict[str, PartitionRules] = {
     "vidax.models.wan2_1.dit:WanDiT": WAN_DIT,
-    "vidax.models.t5:T5Encoder": T5_ENCODER,
+    "vidax.models.t5.model:T5Encoder": T5_ENCODER,
     "vidax.models.ltx_video.dit:LTXVideoDiT": LTX_VIDEO_DIT,
-    "vidax.models.cosmos2_5:CosmosDiT": COSMOS2_5_DIT,
+    "vidax.models.cosmos2_5.dit:CosmosDiT": COSMOS2_5_DIT,
     "vidax.models.cogvideox.dit:CogVideoXDiT": COGVIDEOX_DIT,
-    "vidax.models.reason1:Reason1TextModel": REASON1,
-    "vidax.models.llama:LlamaModel": REASON1,
-    "vidax.models.gemma:GemmaModel": REASON1,     # same names; its per-head q/k norms stay whole
-    "vidax.models.cosmos3:Cosmos3DiT": COSMOS3_DIT,
+    "vidax.models.reason1.model:Reason1TextModel": REASON1,
+    "vidax.models.llama.model:LlamaModel": REASON1,
+    # Gemma: the same names; its per-head q/k norms stay whole
+    "vidax.models.gemma.model:GemmaModel": REASON1,
+    "vidax.models.cosmos3.dit:Cosmos3DiT": COSMOS3_DIT,
     "vidax.models.hunyuan_video.dit:HunyuanVideoDiT": HUNYUAN_VIDEO_DIT,
     # HunyuanVideo-1.5: the same double blocks and token refiner (paths and all), no single blocks
     "vidax.models.hunyuan_video1_5.dit:HunyuanVideo15DiT": HUNYUAN_VIDEO_DIT,
-    "vidax.models.ltx2:LTX2DiT": LTX2_DIT,
+    "vidax.models.ltx2_5.dit:LTX2DiT": LTX2_DIT,
 }
 
 

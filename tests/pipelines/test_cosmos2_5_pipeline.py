@@ -26,7 +26,7 @@ The CLI writes an mp4 (image2world, the text encoder and tokenizer given with
 ``--text-encoder``); other families refuse ``--text-encoder``.
 
 The diffusers reference's q/k RMSNorm eps is set to 1e-6 (the authors' value, what vidax uses
-for every release; diffusers builds 1e-5: ``tests/models/test_cosmos2_5_dit.py``).
+for every release; diffusers builds 1e-5: ``tests/models/cosmos2_5/test_cosmos2_5_dit.py``).
 """
 
 from __future__ import annotations
@@ -254,7 +254,7 @@ def test_negative_control_no_condition_mask(case, vidax_pipe, record_property, m
     """The condition-mask channel left at zero (clean frames, their timestep and the velocity
     replacement unchanged) must not pass. A new function object is jitted so that it traces
     the patched DiT instead of reusing the cached step."""
-    from vidax.models.cosmos2_5 import CosmosDiT
+    from vidax.models.cosmos2_5.dit import CosmosDiT
 
     step = cp._denoise_step.__wrapped__
 

@@ -3,7 +3,7 @@
 
 Oracle: a tiny release in the authors' ``ckpts/`` layout written here by the reference code:
 
-* the DiT: a random authors'-layout state dict (``tests/models/test_hunyuan_video_dit.py``'s
+* the DiT: a random authors'-layout state dict (``test_hunyuan_video_dit.py``'s
   :func:`authors_state`, random values in every tensor) saved as the release is
   (``{"module": sd}`` in ``mp_rank_00_model_states.pt``) plus a ``config.json`` of the tiny
   sizes; diffusers' pipeline runs the same tensors through diffusers' own converter
@@ -40,7 +40,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from tests.models.test_hunyuan_video_dit import authors_state, diffusers_model  # noqa: E402
+from tests.models.hunyuan_video.test_hunyuan_video_dit import authors_state, diffusers_model  # noqa: E402
 from tests.parity import compare, randomize  # noqa: E402
 from vidax.models.hunyuan_video.dit import HunyuanVideoDiTConfig  # noqa: E402
 from vidax.pipelines import hunyuan_video as hv  # noqa: E402

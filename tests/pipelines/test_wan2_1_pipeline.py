@@ -383,7 +383,7 @@ def _diffusers_reference(release, task, request, noise, first, last):
 
     cfg = release.configs["dit"]
     state = convert_wan_transformer_to_diffusers(dict(release.dit_state))
-    if task == "flf2v":  # the converter has no rule for it (see tests/models/test_wan2_1_dit.py)
+    if task == "flf2v":  # the converter has no rule for it (see test_wan2_1_dit.py)
         state["condition_embedder.image_embedder.pos_embed"] = state.pop("img_emb.emb_pos")
     transformer = WanTransformer3DModel(
         patch_size=cfg.patch_size, num_attention_heads=cfg.num_heads,

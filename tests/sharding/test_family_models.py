@@ -21,13 +21,14 @@ from flax import nnx
 
 from vidax import sharding
 from vidax.models.cogvideox.dit import CogVideoXDiT, CogVideoXDiTConfig
-from vidax.models.cosmos2_5 import CosmosDiT, CosmosDiTConfig
-from vidax.models.cosmos3 import Cosmos3DiT, Cosmos3DiTConfig
-from vidax.models.gemma import GemmaConfig, GemmaModel
+from vidax.models.cosmos2_5.dit import CosmosDiT, CosmosDiTConfig
+from vidax.models.cosmos3.dit import Cosmos3DiT, Cosmos3DiTConfig
+from vidax.models.gemma.model import GemmaConfig, GemmaModel
 from vidax.models.hunyuan_video.dit import HunyuanVideoDiT, HunyuanVideoDiTConfig
 from vidax.models.hunyuan_video1_5.dit import HunyuanVideo15DiT, HunyuanVideo15DiTConfig
-from vidax.models.reason1 import Reason1Config, Reason1TextModel
-from vidax.models.ltx2 import LTX2DiT, LTX2DiTConfig, Modality, audio_positions, video_positions
+from vidax.models.reason1.model import Reason1Config, Reason1TextModel
+from vidax.models.ltx2_5.dit import (LTX2DiT, LTX2DiTConfig, Modality, audio_positions,
+                                     video_positions)
 from vidax.models.ltx_video.dit import LTXVideoDiT, LTXVideoDiTConfig
 from vidax.models.wan2_1.dit import WanDiT
 from vidax.translator.mappings.wan2_2 import Wan22DiTConfigs

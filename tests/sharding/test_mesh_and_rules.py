@@ -18,7 +18,7 @@ import vidax
 from tests.reference import wan22
 from vidax import sharding
 from vidax.errors import VidaxError
-from vidax.models.t5 import T5Config
+from vidax.models.t5.model import T5Config
 from vidax.translator.verify import flat_params
 
 

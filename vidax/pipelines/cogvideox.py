@@ -72,7 +72,7 @@ from vidax import loading, registry
 from vidax.errors import VerificationError, VidaxError
 from vidax.models.cogvideox.dit import CogVideoXDiTConfig
 from vidax.models.cogvideox.vae import CogVideoXVAEConfig
-from vidax.models.t5 import T5Config
+from vidax.models.t5.model import T5Config
 from vidax.pipelines.common import (
     precision_policy,
     PipelineBase,

@@ -49,7 +49,7 @@ Release folders (both are accepted; :func:`inspect_folder` tells them apart):
   given, replaces the last two (the environment variable does not).
 
 Precision policies: ``"bf16"`` (default) runs the DiT in bfloat16 with the authors' float32
-islands (:mod:`vidax.models.cosmos2_5`), Reason1 in bfloat16 (the authors' dtype), the VAE in
+islands (:mod:`vidax.models.cosmos2_5.dit`), Reason1 in bfloat16 (the authors' dtype), the VAE in
 float32; ``"fp32"`` runs everything in float32 at "highest" matmul precision.
 
 Not done here: the guardrail models; a choice of 1 conditioning latent frame for video2world
@@ -72,8 +72,8 @@ from flax import nnx
 
 from vidax import registry
 from vidax.errors import VidaxError
-from vidax.models.cosmos2_5 import CosmosDiTConfig, nearest_indices
-from vidax.models.reason1 import Reason1Config, full_concat
+from vidax.models.cosmos2_5.dit import CosmosDiTConfig, nearest_indices
+from vidax.models.reason1.model import Reason1Config, full_concat
 from vidax.pipelines.common import (  # noqa: F401  (re-exported: the CLI's family API)
     PipelineBase,
     verify_component,

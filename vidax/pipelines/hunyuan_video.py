@@ -70,10 +70,10 @@ from flax import nnx
 
 from vidax import registry
 from vidax.errors import VidaxError
-from vidax.models.clip import CLIPTextConfig
+from vidax.models.clip.model import CLIPTextConfig
 from vidax.models.hunyuan_video.dit import HunyuanVideoDiTConfig
 from vidax.models.hunyuan_video.vae import HunyuanVideoVAEConfig
-from vidax.models.llama import LlamaConfig
+from vidax.models.llama.model import LlamaConfig
 from vidax.pipelines.common import (  # noqa: F401  (re-exported: the CLI's family API)
     PipelineBase,
     verify_component,

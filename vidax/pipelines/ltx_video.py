@@ -81,7 +81,7 @@ from flax import nnx
 from vidax import loading, registry
 from vidax.errors import VidaxError
 from vidax.models.ltx_video.dit import SKIP_LAYER_STRATEGIES
-from vidax.models.t5 import T5Config
+from vidax.models.t5.model import T5Config
 from vidax.pipelines.common import (
     PipelineBase,
     precision_policy,

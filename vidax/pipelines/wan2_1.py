@@ -62,9 +62,9 @@ from flax import nnx
 
 from vidax import loading, registry
 from vidax.errors import VidaxError
-from vidax.models.clip import CLIPVisionConfig, preprocess
-from vidax.models.clip import _cubic_resize_matrix as _torch_bicubic_matrix
-from vidax.models.t5 import T5Config
+from vidax.models.clip.model import CLIPVisionConfig, preprocess
+from vidax.models.clip.model import _cubic_resize_matrix as _torch_bicubic_matrix
+from vidax.models.t5.model import T5Config
 from vidax.models.wan2_1.dit import CLIP_DIM, WanDiTConfig
 from vidax.pipelines.common import verify_component as common_verify
 from vidax.pipelines.common import (  # noqa: F401  (re-exported: the CLI's family API)

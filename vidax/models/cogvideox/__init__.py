@@ -1,7 +1,2 @@
 """CogVideoX and CogVideoX1.5 (zai-org/CogVideo, diffusers layout): the DiT and the VAE. The
 T5-v1.1-XXL text encoder is :mod:`vidax.models.t5`."""
-
-from vidax.models.cogvideox.dit import CogVideoXDiT, CogVideoXDiTConfig
-from vidax.models.cogvideox.vae import CogVideoXVAE, CogVideoXVAEConfig
-
-__all__ = ["CogVideoXDiT", "CogVideoXDiTConfig", "CogVideoXVAE", "CogVideoXVAEConfig"]

@@ -1,4 +1,4 @@
-"""byT5 in the bare ``T5Stack`` layout -> ``vidax.models.t5`` (``shared_pos=True``):
+"""byT5 in the bare ``T5Stack`` layout -> ``vidax.models.t5.model`` (``shared_pos=True``):
 HunyuanVideo-1.5's glyph-text encoder, Glyph-SDXL-v2's ``checkpoints/byt5_model.pt``.
 
 The authors build ``T5ForConditionalGeneration.from_pretrained("google/byt5-small")
@@ -41,7 +41,7 @@ T5_STACK = Mapper(
 
 register(ComponentSpec(
     model_type="t5", component="encoder", layout="t5stack",
-    model="vidax.models.t5:T5Encoder", config="vidax.models.t5:T5Config",
+    model="vidax.models.t5.model:T5Encoder", config="vidax.models.t5.model:T5Config",
     mapper="vidax.translator.mappings.byt5:T5_STACK",
     variants={"glyph-sdxl-v2": "glyph_sdxl_v2"},
     files=("byt5_model.pt",),

@@ -1,4 +1,4 @@
-"""Cosmos-Predict2.5: the DiT's two key layouts -> ``vidax.models.cosmos2_5``.
+"""Cosmos-Predict2.5: the DiT's two key layouts -> ``vidax.models.cosmos2_5.dit``.
 
 (The VAE, ``tokenizer.pth``, is the Wan2.1 VAE: an alias registered in
 ``vidax.translator.mappings.wan2_1`` / ``wan2_2_diffusers``.)
@@ -24,7 +24,7 @@ from vidax.registry import ComponentSpec, register
 from vidax.translator.mapping import Ignore, Mapper, Rename
 from vidax.translator.mappings.common import TRANSFORMER_ENGINE_EXTRA_STATE
 
-# One Sequential index per module kind becomes a name (see vidax.models.cosmos2_5).
+# One Sequential index per module kind becomes a name (see vidax.models.cosmos2_5.dit).
 _SEQUENTIAL = (
     Rename(r"^x_embedder\.proj\.1\.", "x_embedder.proj."),
     Rename(r"^t_embedder\.1\.", "t_embedder."),
@@ -82,7 +82,8 @@ _VARIANTS = {"predict-2b-pre-trained": "predict_2b", "predict-2b-post-trained": 
 
 register(ComponentSpec(
     model_type="cosmos2_5", component="dit", layout="original",
-    model="vidax.models.cosmos2_5:CosmosDiT", config="vidax.models.cosmos2_5:CosmosDiTConfig",
+    model="vidax.models.cosmos2_5.dit:CosmosDiT",
+    config="vidax.models.cosmos2_5.dit:CosmosDiTConfig",
     mapper="vidax.translator.mappings.cosmos2_5:DIT",
     variants=dict(_VARIANTS),
     files=("*_ema_bf16.pt",),
@@ -91,7 +92,8 @@ register(ComponentSpec(
 ))
 register(ComponentSpec(
     model_type="cosmos2_5", component="dit", layout="diffusers",
-    model="vidax.models.cosmos2_5:CosmosDiT", config="vidax.models.cosmos2_5:CosmosDiTConfig",
+    model="vidax.models.cosmos2_5.dit:CosmosDiT",
+    config="vidax.models.cosmos2_5.dit:CosmosDiTConfig",
     mapper="vidax.translator.mappings.cosmos2_5:DIT_DIFFUSERS",
     variants=dict(_VARIANTS),
     files=("transformer/diffusion_pytorch_model.safetensors.index.json",

@@ -1,4 +1,4 @@
-"""Cosmos3 (Nano, Edge): the DiT's diffusers layout -> ``vidax.models.cosmos3``.
+"""Cosmos3 (Nano, Edge): the DiT's diffusers layout -> ``vidax.models.cosmos3.dit``.
 
 (The VAE, ``vae/``, is the Wan2.2 VAE in diffusers' layout: an alias registered in
 ``vidax.translator.mappings.wan2_2_diffusers``.)
@@ -38,7 +38,7 @@ DIT = Mapper(
 
 register(ComponentSpec(
     model_type="cosmos3", component="dit", layout="diffusers",
-    model="vidax.models.cosmos3:Cosmos3DiT", config="vidax.models.cosmos3:Cosmos3DiTConfig",
+    model="vidax.models.cosmos3.dit:Cosmos3DiT", config="vidax.models.cosmos3.dit:Cosmos3DiTConfig",
     mapper="vidax.translator.mappings.cosmos3:DIT",
     variants={"nano": "nano", "edge": "edge"},
     files=("transformer/diffusion_pytorch_model.safetensors.index.json",

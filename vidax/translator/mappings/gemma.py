@@ -1,5 +1,5 @@
 """LTX-2 / LTX-2.3's text path before the connectors: the Gemma 3 language model
-(``vidax.models.gemma``) and the text embedding projection (``vidax.models.ltx2_text``).
+(``vidax.models.gemma.model``) and the text embedding projection (``vidax.models.ltx2_5.text``).
 
 Gemma 3 (``gemma`` / ``text_encoder``, layout ``transformers``): one mapper for every layout
 the language model is stored in, since only the prefix differs:
@@ -52,8 +52,8 @@ GEMMA = Mapper(
 
 register(ComponentSpec(
     model_type="gemma", component="text_encoder", layout="transformers",
-    model="vidax.models.gemma:GemmaModel",
-    config="vidax.models.gemma:GemmaConfig",
+    model="vidax.models.gemma.model:GemmaModel",
+    config="vidax.models.gemma.model:GemmaConfig",
     mapper="vidax.translator.mappings.gemma:GEMMA",
     variants={"gemma-3-12b-it": "gemma_3_12b",
               "gemma-3-12b-it-qat-q4_0-unquantized": "gemma_3_12b"},
@@ -77,7 +77,7 @@ def text_projection_config(metadata: dict[str, str], source: str):
     """The projection config of an LTX-2.x release file, from its metadata DiT config
     (``config["transformer"]``), or None where the file carries none (LTX-2.5's text-encoder
     file: pass ``variant="2.5"``)."""
-    from vidax.models.ltx2_text import LTX2TextProjectionConfig
+    from vidax.models.ltx2_5.text import LTX2TextProjectionConfig
 
     config = _metadata_config(metadata, source)
     if config is None:
@@ -91,8 +91,8 @@ def text_projection_config(metadata: dict[str, str], source: str):
 
 register(ComponentSpec(
     model_type="ltx2_5", component="text_projection", layout="original",
-    model="vidax.models.ltx2_text:LTX2TextProjection",
-    config="vidax.models.ltx2_text:LTX2TextProjectionConfig",
+    model="vidax.models.ltx2_5.text:LTX2TextProjection",
+    config="vidax.models.ltx2_5.text:LTX2TextProjectionConfig",
     mapper="vidax.translator.mappings.gemma:TEXT_PROJECTION",
     variants={"2.0-19b-dev": "ltx2_19b", "2.0-19b-distilled": "ltx2_19b",
               "2.3-22b-dev": "ltx2_3_22b", "2.3-22b-distilled": "ltx2_3_22b",

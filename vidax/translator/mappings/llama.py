@@ -1,5 +1,5 @@
 """HunyuanVideo 1.0's text encoders in transformers' layouts: the LLaVA-Llama-3-8B language
-model (``vidax.models.llama``) and OpenAI CLIP-L's text tower (``vidax.models.clip``).
+model (``vidax.models.llama.model``) and OpenAI CLIP-L's text tower (``vidax.models.clip.model``).
 
 Llama (``llama`` / ``text_encoder``): one mapper for every layout the language model is
 stored in, since only the prefix differs:
@@ -47,8 +47,8 @@ LLAMA = Mapper(
 
 register(ComponentSpec(
     model_type="llama", component="text_encoder", layout="transformers",
-    model="vidax.models.llama:LlamaModel",
-    config="vidax.models.llama:LlamaConfig",
+    model="vidax.models.llama.model:LlamaModel",
+    config="vidax.models.llama.model:LlamaConfig",
     mapper="vidax.translator.mappings.llama:LLAMA",
     variants={"llava-llama-3-8b-v1_1": "llava_llama_3_8b_v1_1"},
     files=("model.safetensors.index.json", "model*.safetensors"),
@@ -83,8 +83,8 @@ CLIP_TEXT = Mapper(
 
 register(ComponentSpec(
     model_type="clip", component="text_encoder", layout="transformers",
-    model="vidax.models.clip:CLIPTextModel",
-    config="vidax.models.clip:CLIPTextConfig",
+    model="vidax.models.clip.model:CLIPTextModel",
+    config="vidax.models.clip.model:CLIPTextConfig",
     mapper="vidax.translator.mappings.llama:CLIP_TEXT",
     variants={"clip-vit-large-patch14": "vit_l_14"},
     files=("model.safetensors",),

@@ -1,5 +1,5 @@
 """LTX-2.x (LTX-2 19B, LTX-2.3 22B, LTX-2.5 22B): the authors' single-file layout ->
-``vidax.models.ltx2``.
+``vidax.models.ltx2_5.dit``.
 
 The 2.0 and 2.3 releases are one file per model (``ltx-2-19b-dev.safetensors``, ...) holding
 the DiT under ``model.diffusion_model.``, next to ``text_embedding_projection.``, ``vae.``,
@@ -19,7 +19,7 @@ from vidax.translator.mapping import Mapper, Rename
 from vidax.translator.mappings.ltx_video import VAE as LTX_VIDEO_VAE
 from vidax.translator.mappings.ltx_video import _metadata_config
 
-# Module names are ltx-core's (vidax.models.ltx2); two nn.Sequential indices become names.
+# Module names are ltx-core's (vidax.models.ltx2_5.dit); two nn.Sequential indices become names.
 # The converter does the rest: Linear weights transposed, q/k norm weights -> scale; the
 # scale_shift_tables, learnable_registers and keyframes_abs_pos_embedding pass unchanged.
 DIT = Mapper(
@@ -36,7 +36,7 @@ DIT = Mapper(
 
 def dit_config(metadata: dict[str, str], source: str):
     """The DiT config of an LTX-2.x release file (``config["transformer"]``), or None."""
-    from vidax.models.ltx2 import LTX2DiTConfig
+    from vidax.models.ltx2_5.dit import LTX2DiTConfig
 
     config = _metadata_config(metadata, source)
     if config is None:
@@ -49,8 +49,8 @@ def dit_config(metadata: dict[str, str], source: str):
 
 register(ComponentSpec(
     model_type="ltx2_5", component="dit", layout="original",
-    model="vidax.models.ltx2:LTX2DiT",
-    config="vidax.models.ltx2:LTX2DiTConfig",
+    model="vidax.models.ltx2_5.dit:LTX2DiT",
+    config="vidax.models.ltx2_5.dit:LTX2DiTConfig",
     mapper="vidax.translator.mappings.ltx2_5:DIT",
     variants={"2.0-19b-dev": "ltx2_19b", "2.0-19b-distilled": "ltx2_19b",
               "2.3-22b-dev": "ltx2_3_22b", "2.3-22b-distilled": "ltx2_3_22b",
@@ -68,7 +68,7 @@ register(ComponentSpec(
 # ----------------------------------------------------------------------------- VAE
 # ltx-core's VideoEncoder / VideoDecoder keep the LTX-Video VAE's module names and flat block
 # numbering, so the model is vidax.models.ltx_video.vae.LTXVideoVAE (configured by
-# vidax.models.ltx2_vae) and the rules are LTX-Video's: the two used statistics lose their
+# vidax.models.ltx2_5.vae) and the rules are LTX-Video's: the two used statistics lose their
 # hyphens, and the three unused ones the 19B file still stores are ignored (2.3 / 2.5 files
 # no longer have them). The 2.0 / 2.3 monoliths store the VAE under ``vae.``; LTX-2.5's conv
 # VAE file has bare keys.
@@ -82,7 +82,7 @@ VAE = Mapper(
 
 def vae_config(metadata: dict[str, str], source: str):
     """The video VAE config of an LTX-2.x release file (``config["vae"]``), or None."""
-    from vidax.models.ltx2_vae import LTX2VideoVAEConfig
+    from vidax.models.ltx2_5.vae import LTX2VideoVAEConfig
 
     config = _metadata_config(metadata, source)
     if config is None:
@@ -96,7 +96,7 @@ def vae_config(metadata: dict[str, str], source: str):
 register(ComponentSpec(
     model_type="ltx2_5", component="vae", layout="original",
     model="vidax.models.ltx_video.vae:LTXVideoVAE",
-    config="vidax.models.ltx2_vae:LTX2VideoVAEConfig",
+    config="vidax.models.ltx2_5.vae:LTX2VideoVAEConfig",
     mapper="vidax.translator.mappings.ltx2_5:VAE",
     variants={"2.0-19b-dev": "ltx2_19b", "2.0-19b-distilled": "ltx2_19b",
               "2.3-22b-dev": "ltx2_3_22b", "2.3-22b-distilled": "ltx2_3_22b"},
@@ -111,7 +111,7 @@ register(ComponentSpec(
 register(ComponentSpec(
     model_type="ltx2_5", component="video_vae_conv", layout="original",
     model="vidax.models.ltx_video.vae:LTXVideoVAE",
-    config="vidax.models.ltx2_vae:LTX2VideoVAEConfig",
+    config="vidax.models.ltx2_5.vae:LTX2VideoVAEConfig",
     mapper="vidax.translator.mappings.ltx2_5:VAE",
     variants={"2.5": "ltx2_3_22b"},
     files=("ltx-2.5-video-vae-conv*.safetensors",),

@@ -1,5 +1,5 @@
 """LTX-Video 0.9.x: the authors' single-file layout -> ``vidax.models.ltx_video``, and the
-T5-v1.1-XXL text encoder in transformers' layout -> ``vidax.models.t5``.
+T5-v1.1-XXL text encoder in transformers' layout -> ``vidax.models.t5.model``.
 
 One release file (``ltxv-13b-0.9.8-dev.safetensors``, ...) holds two components:
 
@@ -194,7 +194,7 @@ T5_ENCODER = Mapper(
 
 register(ComponentSpec(
     model_type="t5", component="encoder", layout="transformers",
-    model="vidax.models.t5:T5Encoder", config="vidax.models.t5:T5Config",
+    model="vidax.models.t5.model:T5Encoder", config="vidax.models.t5.model:T5Config",
     mapper="vidax.translator.mappings.ltx_video:T5_ENCODER",
     variants={"t5-v1_1-xxl": "t5_v1_1_xxl"},
     files=("model.safetensors.index.json", "model*.safetensors"),

@@ -1,4 +1,4 @@
-"""Qwen2.5-VL checkpoints in transformers' layouts -> ``vidax.models.reason1`` (the language
+"""Qwen2.5-VL checkpoints in transformers' layouts -> ``vidax.models.reason1.model`` (the language
 model only): Cosmos-Reason1-7B (Cosmos-Predict2.5's text encoder) and Qwen2.5-VL-7B-Instruct
 (HunyuanVideo-1.5's).
 
@@ -42,8 +42,8 @@ TEXT_ENCODER = Mapper(
 
 register(ComponentSpec(
     model_type="reason1", component="text_encoder", layout="transformers",
-    model="vidax.models.reason1:Reason1TextModel",
-    config="vidax.models.reason1:Reason1Config",
+    model="vidax.models.reason1.model:Reason1TextModel",
+    config="vidax.models.reason1.model:Reason1Config",
     mapper="vidax.translator.mappings.reason1:TEXT_ENCODER",
     variants={"reason1-7b": "reason1_7b", "qwen2.5-vl-7b-instruct": "qwen2_5_vl_7b_instruct"},
     files=("model.safetensors.index.json", "model*.safetensors"),

@@ -38,8 +38,8 @@ VISION_ENCODER = Mapper(
 
 register(ComponentSpec(
     model_type="siglip", component="vision_encoder", layout="transformers",
-    model="vidax.models.siglip:SiglipVisionModel",
-    config="vidax.models.siglip:SiglipVisionConfig",
+    model="vidax.models.siglip.model:SiglipVisionModel",
+    config="vidax.models.siglip.model:SiglipVisionConfig",
     mapper="vidax.translator.mappings.siglip:VISION_ENCODER",
     variants={"flux1-redux-dev-siglip": "flux1_redux_dev_siglip"},
     files=("model.safetensors",),

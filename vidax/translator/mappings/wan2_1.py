@@ -68,7 +68,8 @@ IMAGE_ENCODER = Mapper(
 
 register(ComponentSpec(
     model_type="wan2_1", component="image_encoder", layout="original",
-    model="vidax.models.clip:CLIPVisionTransformer", config="vidax.models.clip:CLIPVisionConfig",
+    model="vidax.models.clip.model:CLIPVisionTransformer",
+    config="vidax.models.clip.model:CLIPVisionConfig",
     mapper="vidax.translator.mappings.wan2_1:IMAGE_ENCODER",
     variants={"i2v-14b": "vit_h_14", "flf2v-14b": "vit_h_14"},
     files=("models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth",),
@@ -96,7 +97,7 @@ TEXT_ENCODER = Mapper(
 
 register(ComponentSpec(
     model_type="wan2_1", component="text_encoder", layout="original",
-    model="vidax.models.t5:T5Encoder", config="vidax.models.t5:T5Config",
+    model="vidax.models.t5.model:T5Encoder", config="vidax.models.t5.model:T5Config",
     mapper="vidax.translator.mappings.wan2_1:TEXT_ENCODER",
     variants={"t2v-1.3b": "umt5_xxl", "t2v-14b": "umt5_xxl", "i2v-14b": "umt5_xxl",
               "flf2v-14b": "umt5_xxl"},

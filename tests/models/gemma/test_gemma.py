@@ -1,0 +1,194 @@
+"""The Gemma 3 language model as a text encoder (``vidax.models.gemma.model``): LTX-2 / LTX-2.3's
+Gemma 3 12B.
+
+Oracle (DESIGN.md §6): transformers 5.24's ``Gemma3ForConditionalGeneration`` (the language
+model, a SigLIP vision tower and the projector, as the release holds them) at a tiny config
+-- grouped-query attention with 4 query heads on 2 key/value heads, ``head_dim`` apart from
+hidden / heads, ``query_pre_attn_scalar`` apart from ``head_dim``, local layers with a
+window (5) shorter than the sequence around a global layer, the release's RoPE thetas and
+linear factor 8 -- with random values in every tensor. Its files are written by
+transformers' own ``save_pretrained``: the whole model, sharded (the release's
+``language_model.model.*`` names), and the bare ``Gemma3TextModel``.
+
+vidax loads each through ``vidax.load("gemma", "text_encoder", ...)`` with the config read
+from the saved ``config.json``. Measured: every hidden state (``output_hidden_states``:
+scaled embeddings, each layer's output, the last after the final norm), float32, matmul
+precision "highest", each within max |diff| <= 1e-4 x std(reference); once with input ids
+only and once with a padding mask that pads on the left, as LTX-2's tokenizer does (fully
+masked queries included).
+
+Negative controls (each must fail the bound): q_norm/k_norm of one layer swapped in the
+file; gate_proj/up_proj swapped.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+from types import SimpleNamespace  # noqa: E402
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import safetensors.numpy  # noqa: E402
+import torch  # noqa: E402
+
+import vidax  # noqa: E402
+from tests.parity import compare, randomize  # noqa: E402
+from vidax.errors import VidaxError  # noqa: E402
+from vidax.loading import load_with_report  # noqa: E402
+from vidax.models.gemma.model import FULL, SLIDING, GemmaConfig  # noqa: E402
+
+jax.config.update("jax_default_matmul_precision", "highest")
+
+BATCH, SEQ_LEN = 3, 12
+TEXT = dict(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+            num_attention_heads=4, num_key_value_heads=2, head_dim=24, query_pre_attn_scalar=32,
+            sliding_window=5, sliding_window_pattern=2, rope_theta=1e6,
+            rope_local_base_freq=1e4, rope_scaling={"rope_type": "linear", "factor": 8.0})
+VISION = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+              image_size=28, patch_size=14)
+LAYOUTS = ("release", "text_model")
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory):
+    """The saved reference in both layouts, the inputs, and transformers' outputs."""
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration
+
+    root = tmp_path_factory.mktemp("gemma3")
+    torch.manual_seed(0)
+    model = Gemma3ForConditionalGeneration(Gemma3Config(
+        text_config=TEXT, vision_config=VISION, mm_tokens_per_image=4,
+        image_token_index=250, boi_token_index=251, eoi_token_index=252)).eval()
+    randomize(model.named_parameters(), seed=1)
+    model.save_pretrained(root / "release", max_shard_size="50KB")   # sharded, as released
+    text_model = model.model.language_model
+    text_model.save_pretrained(root / "text_model")
+
+    gen = torch.Generator().manual_seed(2)
+    ids = torch.randint(0, TEXT["vocab_size"], (BATCH, SEQ_LEN), generator=gen)
+    mask = torch.ones(BATCH, SEQ_LEN, dtype=torch.long)
+    mask[1, :7] = 0           # LTX-2 pads on the left: queries with no key to attend to
+    mask[2, :1] = 0
+    with torch.no_grad():
+        ref = {"ids": text_model(input_ids=ids, output_hidden_states=True).hidden_states,
+               "masked": text_model(input_ids=ids, attention_mask=mask,
+                                    output_hidden_states=True).hidden_states}
+    ref = {k: [h.numpy() for h in v] for k, v in ref.items()}
+    config = GemmaConfig.from_dict(json.loads((root / "release" / "config.json").read_text()))
+    return SimpleNamespace(root=root, ids=ids.numpy(), mask=mask.numpy(), ref=ref,
+                           config=config)
+
+
+def _load(path: Path, config: GemmaConfig):
+    return vidax.load("gemma", "text_encoder", path, config=config)
+
+
+def _check_all(name: str, ours, ref, record_property) -> None:
+    assert len(ours) == len(ref) == TEXT["num_hidden_layers"] + 1
+    for i, (o, r) in enumerate(zip(ours, ref)):
+        stats = compare(f"{name}[{i}]", np.asarray(o), r, record_property)
+        assert stats["max_abs_diff"] <= stats["bound"], stats
+
+
+# ----------------------------------------------------------------------------- layouts
+def test_saved_layouts(case):
+    index = json.loads((case.root / "release" / "model.safetensors.index.json").read_text())
+    keys = set(index["weight_map"])
+    assert len(set(index["weight_map"].values())) > 1
+    assert {"language_model.model.embed_tokens.weight",
+            "language_model.model.layers.0.self_attn.q_norm.weight",
+            "language_model.model.layers.0.pre_feedforward_layernorm.weight"} <= keys
+    assert any(k.startswith("vision_tower.") for k in keys)   # 5.x drops .vision_model
+    assert any(k.startswith("multi_modal_projector.") for k in keys)
+    bare = set(safetensors.numpy.load_file(case.root / "text_model" / "model.safetensors"))
+    assert {"embed_tokens.weight", "norm.weight", "layers.2.self_attn.k_norm.weight"} <= bare
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_layout_loads_and_ignores_the_rest(case, layout):
+    _, report = load_with_report("gemma", "text_encoder", case.root / layout,
+                                 config=case.config)
+    assert report.ok and report.matched == 13 * TEXT["num_hidden_layers"] + 2
+    assert all(k.startswith(("vision_tower.", "multi_modal_projector."))
+               for k in report.ignored)
+    assert bool(report.ignored) == (layout == "release")
+
+
+# ----------------------------------------------------------------------------- parity
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_hidden_states_match_transformers(case, layout, record_property):
+    _check_all(f"gemma_{layout}", _load(case.root / layout, case.config)(case.ids),
+               case.ref["ids"], record_property)
+
+
+def test_left_padding_mask_matches_transformers(case, record_property):
+    """LTX-2's call (left-padded tokens and their mask); every position, padded queries
+    included."""
+    model = _load(case.root / "release", case.config)
+    _check_all("gemma_masked", model(case.ids, case.mask), case.ref["masked"], record_property)
+
+
+@pytest.mark.parametrize("pair", [("self_attn.q_norm", "self_attn.k_norm"),
+                                  ("mlp.gate_proj", "mlp.up_proj")])
+def test_negative_control_swapped_tensors(case, pair, tmp_path, record_property):
+    tensors = safetensors.numpy.load_file(case.root / "text_model" / "model.safetensors")
+    a, b = (f"layers.1.{name}.weight" for name in pair)
+    tensors[a], tensors[b] = tensors[b], tensors[a]
+    bad = tmp_path / "model.safetensors"
+    safetensors.numpy.save_file(tensors, bad)
+    last = _load(bad, case.config)(case.ids)[-1]
+    stats = compare(f"gemma_negative_{pair[0]}", last, case.ref["ids"][-1], record_property)
+    assert stats["max_abs_diff"] > stats["bound"], stats
+
+
+def test_bad_inputs(case):
+    model = _load(case.root / "text_model", case.config)
+    with pytest.raises(VidaxError, match="input_ids"):
+        model(case.ids[0])
+    with pytest.raises(VidaxError, match="attention_mask"):
+        model(case.ids, case.mask[:, :5])
+
+
+# ----------------------------------------------------------------------------- configs
+def test_config_from_saved_json(case):
+    assert case.config == GemmaConfig.tiny()
+    assert case.config.layer_types == (SLIDING, FULL, SLIDING)
+    saved = json.loads((case.root / "text_model" / "config.json").read_text())
+    assert GemmaConfig.from_dict(saved) == GemmaConfig.tiny()
+    with pytest.raises(VidaxError, match="attn_logit_softcapping"):
+        GemmaConfig.from_dict({**saved, "attn_logit_softcapping": 50.0})
+
+
+def test_release_config_is_ltx_cores():
+    """The 12B preset equals what ltx-core builds (its transformers 4.x-style dict), and the
+    registry's variant names resolve to it."""
+    from ltx_core.text_encoders.gemma.config import GEMMA3_CONFIG_FOR_LTX
+
+    preset = GemmaConfig.gemma_3_12b()
+    assert GemmaConfig.from_dict(GEMMA3_CONFIG_FOR_LTX.to_dict()) == preset
+    assert preset.layer_types.count(FULL) == 8 and preset.layer_types[5] == FULL
+    assert vidax.config("gemma", "text_encoder", "gemma-3-12b-it-qat-q4_0-unquantized",
+                        layout="transformers") == preset
+
+
+def test_release_structure():
+    """No manifest covers the Gemma 3 folder (families/ltx.md §6): check that the 12B tree
+    builds abstractly and holds the parameters its config implies (embeddings 262208 x 3840;
+    48 layers of q/k/v/o, the MLP, four layer norms and the two per-head q/k norms; the
+    final norm). The count is derived here, not read from a release header."""
+    from flax import nnx
+
+    from vidax.models.gemma.model import GemmaModel
+
+    cfg = GemmaConfig.gemma_3_12b()
+    abstract = nnx.eval_shape(lambda: GemmaModel(cfg))
+    total = sum(int(np.prod(p.shape)) for p in jax.tree.leaves(nnx.state(abstract, nnx.Param)))
+    layer = (3840 * 16 * 256 * 2 + 3840 * 8 * 256 * 2 + 3 * 3840 * 15360 + 4 * 3840
+             + 2 * 256)
+    assert total == 262208 * 3840 + 48 * layer + 3840 == 11_766_034_176

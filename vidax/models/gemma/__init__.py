@@ -1,0 +1,1 @@
+"""Gemma 3 as a text encoder (LTX-2.x) (``model``)."""

@@ -1,0 +1,349 @@
+"""The Gemma 3 decoder language model as a text encoder: LTX-2 / LTX-2.3's Gemma 3 12B.
+
+LTX-2 (19B) and LTX-2.3 (22B) condition on every hidden state of the language model of
+``google/gemma-3-12b-it-qat-q4_0-unquantized`` (a ``Gemma3ForConditionalGeneration``); they
+read hidden states, never logits, and feed text only, so vidax ports the language model
+alone. It mirrors transformers' ``Gemma3TextModel`` (``models/gemma3/modeling_gemma3.py``)
+with its module names, so the mapper only strips the checkpoint's prefix:
+
+==========================================================  =====================================
+transformers (torch)                                        vidax
+==========================================================  =====================================
+``embed_tokens.weight``                                     ``embed_tokens.embedding``
+``layers.N.self_attn.{q,k,v,o}_proj.weight``                same (``kernel``; GQA: k/v narrower)
+``layers.N.self_attn.{q,k}_norm.weight``                    same (``scale``, per head)
+``layers.N.mlp.{gate,up,down}_proj.weight``                 same (``kernel``)
+``layers.N.{input,post_attention}_layernorm.weight``        same (``scale``)
+``layers.N.{pre,post}_feedforward_layernorm.weight``        same (``scale``)
+``norm.weight``                                             ``norm.scale``
+==========================================================  =====================================
+
+What sets Gemma 3 apart from the Llama/Qwen decoders of :mod:`vidax.models.llama.model` and
+:mod:`vidax.models.reason1.model` (so little of theirs is reused beyond the shapes):
+
+* the token embeddings are multiplied by ``sqrt(hidden_size)``, rounded to the
+  activations' dtype first (``Gemma3TextScaledWordEmbedding``);
+* RMSNorm scales by ``1 + weight`` in float32 and rounds once (``Gemma3RMSNorm``); the
+  stored weights are offsets from one;
+* q and k are RMS-normed per head (``q_norm``/``k_norm``) before RoPE, and the logits are
+  scaled by ``query_pre_attn_scalar ** -0.5`` rather than ``head_dim ** -0.5``;
+* layers alternate between local (``sliding_attention``: a query sees the
+  ``sliding_window`` most recent keys, itself included) and global (``full_attention``)
+  attention, by ``layer_types`` (default: every ``sliding_window_pattern``-th layer
+  global). Each type has its own RoPE: local ``theta = rope_local_base_freq`` unscaled,
+  global ``theta = rope_theta`` with linear scaling (frequencies divided by the factor: 8
+  for the 12B model);
+* four norms per layer: ``x + post_attention_norm(attn(input_norm(x)))``, then
+  ``x + post_feedforward_norm(mlp(pre_feedforward_norm(x)))``;
+* the MLP is ``down(gelu_tanh(gate(x)) * up(x))``.
+
+``__call__`` returns every hidden state in transformers' ``output_hidden_states``
+convention: index 0 the scaled token embeddings, index ``i`` the output of decoder layer
+``i - 1``, and the last one *after* the final norm -- 49 states for the 12B model, all of
+which LTX-2's feature extractor reads (``vidax.models.ltx2_5.text``).
+
+Precision: the computation runs in the parameters' dtype (``embed_tokens``'s), as
+transformers' ``model.to(dtype)``; the release is bfloat16 and ``vidax.load(...,
+dtype=jnp.float32)`` gives a float32 encoder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from vidax.errors import VidaxError
+from vidax.nn.attention import attention
+from vidax.nn.layers import Embedding, KeyGen, Linear
+from vidax.nn.rope import apply_rope_half
+
+SLIDING, FULL = "sliding_attention", "full_attention"
+
+
+@dataclass(frozen=True)
+class GemmaConfig:
+    """transformers' ``Gemma3TextConfig`` fields that shape the model. ``layer_types=None``
+    means every ``sliding_window_pattern``-th layer global, the others local (transformers'
+    default), and is resolved on construction. ``rope_scaling_factor`` is the global layers'
+    linear RoPE factor (1: unscaled)."""
+
+    vocab_size: int = 262208
+    hidden_size: int = 3840
+    intermediate_size: int = 15360
+    num_hidden_layers: int = 48
+    num_attention_heads: int = 16
+    num_key_value_heads: int = 8
+    head_dim: int = 256
+    query_pre_attn_scalar: float = 256
+    rms_norm_eps: float = 1e-6
+    sliding_window: int = 1024
+    sliding_window_pattern: int = 6
+    layer_types: tuple[str, ...] | None = None
+    rope_theta: float = 1e6
+    rope_local_base_freq: float = 1e4
+    rope_scaling_factor: float = 8.0
+
+    def __post_init__(self):
+        if self.layer_types is None:
+            types = tuple(FULL if (i + 1) % self.sliding_window_pattern == 0 else SLIDING
+                          for i in range(self.num_hidden_layers))
+        else:
+            types = tuple(self.layer_types)
+        object.__setattr__(self, "layer_types", types)
+        if len(types) != self.num_hidden_layers or set(types) - {SLIDING, FULL}:
+            raise VidaxError(f"Gemma 3 layer_types {list(types)} must name {SLIDING!r} or "
+                             f"{FULL!r} for each of the {self.num_hidden_layers} layers")
+        if self.head_dim % 2:
+            raise VidaxError(f"Gemma 3 head_dim {self.head_dim} must be even (RoPE pairs)")
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise VidaxError(f"Gemma 3 num_attention_heads {self.num_attention_heads} must be "
+                             f"a multiple of num_key_value_heads {self.num_key_value_heads}")
+
+    # ------------------------------------------------------------------ presets
+    @classmethod
+    def gemma_3_12b(cls) -> GemmaConfig:
+        """google/gemma-3-12b-it (and its QAT q4_0 *unquantized* bf16 export, which LTX-2
+        and LTX-2.3 use): the text config ltx-core builds (``GEMMA3_CONFIG_FOR_LTX``)."""
+        return cls()
+
+    @classmethod
+    def tiny(cls) -> GemmaConfig:
+        """For tests: grouped-query attention (4 query heads on 2 key/value heads), a head
+        size apart from hidden / heads, a query scalar apart from head_dim, local layers
+        with a window shorter than the test sequence around one global layer, and the
+        release's thetas and linear factor."""
+        return cls(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+                   num_attention_heads=4, num_key_value_heads=2, head_dim=24,
+                   query_pre_attn_scalar=32, sliding_window=5, sliding_window_pattern=2)
+
+    # ------------------------------------------------------------------ from_dict
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> GemmaConfig:
+        """From a transformers ``config.json``: a ``Gemma3ForConditionalGeneration``'s (its
+        ``text_config`` is read) or a text model's own, in the transformers 4.x spelling
+        (``rope_theta``, ``rope_local_base_freq``, ``rope_scaling``) or 5.x
+        (``rope_parameters`` per layer type); also ltx-core's ``GEMMA3_CONFIG_FOR_LTX``
+        dict. Values that would select a network vidax does not implement (logit
+        soft-capping, bidirectional attention, biases, another activation or RoPE type) are
+        errors."""
+        text = d.get("text_config") or d
+        if text.get("model_type", "gemma3_text") not in ("gemma3_text", "gemma3"):
+            raise VidaxError(f"config model_type {text['model_type']!r} is not a Gemma 3 "
+                             "language model")
+        for key in ("attn_logit_softcapping", "use_bidirectional_attention", "attention_bias"):
+            if text.get(key):
+                raise VidaxError(f"Gemma 3 {key}={text[key]!r}: vidax implements the causal, "
+                                 "bias-free attention without soft-capping of the released "
+                                 "models")
+        act = text.get("hidden_activation") or text.get("hidden_act") or "gelu_pytorch_tanh"
+        if act != "gelu_pytorch_tanh":
+            raise VidaxError(f"Gemma 3 hidden_activation {act!r}: vidax implements the "
+                             "tanh-GELU-gated MLP")
+        params = text.get("rope_parameters") or {}
+        full = dict(params.get(FULL) or text.get("rope_scaling") or {})
+        local = dict(params.get(SLIDING) or {})
+        for kind, p in ((FULL, full), (SLIDING, local)):
+            if p.get("rope_type", "default") not in ("default", "linear"):
+                raise VidaxError(f"Gemma 3 {kind} rope_type {p['rope_type']!r}: vidax "
+                                 "implements the default and linear types")
+        if local.get("rope_type", "default") != "default":
+            raise VidaxError("Gemma 3 local layers with a scaled RoPE: vidax implements "
+                             "unscaled local RoPE, as released")
+        factor = full.get("factor", 1.0) if full.get("rope_type") == "linear" else 1.0
+        try:
+            return cls(
+                vocab_size=text["vocab_size"], hidden_size=text["hidden_size"],
+                intermediate_size=text["intermediate_size"],
+                num_hidden_layers=text["num_hidden_layers"],
+                num_attention_heads=text["num_attention_heads"],
+                num_key_value_heads=text.get("num_key_value_heads",
+                                             text["num_attention_heads"]),
+                head_dim=text.get("head_dim", 256),
+                query_pre_attn_scalar=text.get("query_pre_attn_scalar", 256),
+                rms_norm_eps=text.get("rms_norm_eps", 1e-6),
+                sliding_window=text.get("sliding_window", 4096),
+                sliding_window_pattern=text.get("sliding_window_pattern", 6),
+                layer_types=(tuple(text["layer_types"]) if text.get("layer_types") else None),
+                rope_theta=full.get("rope_theta", text.get("rope_theta", 1e6)),
+                rope_local_base_freq=local.get("rope_theta",
+                                               text.get("rope_local_base_freq", 1e4)),
+                rope_scaling_factor=float(factor))
+        except KeyError as e:
+            raise VidaxError(f"Gemma 3 config has no {e.args[0]!r} (neither at the top level "
+                             "nor in text_config)") from e
+
+
+# ---------------------------------------------------------------------------- functions
+def rope_tables(length: int, config: GemmaConfig, layer_type: str,
+                dtype) -> tuple[jax.Array, jax.Array]:
+    """cos and sin ``[L, head_dim / 2]`` for positions ``0 .. L-1`` of one layer type:
+    ``Gemma3RotaryEmbedding`` without its duplicated half. Frequencies
+    ``theta ** (-2i / head_dim)`` rounded once to float32, divided by the linear factor on
+    global layers (``_compute_linear_scaling_rope_parameters``); float32 angles, cast to
+    ``dtype``. Host constants: the positions are static."""
+    dim = config.head_dim
+    if layer_type == FULL:
+        theta, factor = config.rope_theta, config.rope_scaling_factor
+    else:
+        theta, factor = config.rope_local_base_freq, 1.0
+    inv_freq = (1.0 / np.power(float(theta), np.arange(0, dim, 2, dtype=np.float64) / dim))
+    inv_freq = inv_freq.astype(np.float32) / np.float32(factor)
+    angles = np.outer(np.arange(length, dtype=np.float32), inv_freq)
+    return jnp.asarray(np.cos(angles), dtype), jnp.asarray(np.sin(angles), dtype)
+
+
+def attention_masks(length: int, config: GemmaConfig,
+                    attention_mask: jax.Array | None) -> dict[str, jax.Array]:
+    """The boolean masks ``[B or 1, 1, L, L]`` of each layer type: causal (and the padding
+    mask on keys, transformers' ``create_causal_mask``); local layers also drop keys more
+    than ``sliding_window - 1`` positions back (``sliding_window_overlay``:
+    ``kv > q - window``)."""
+    q = np.arange(length)[:, None]
+    kv = np.arange(length)[None, :]
+    causal = kv <= q
+    masks = {FULL: jnp.asarray(causal),
+             SLIDING: jnp.asarray(causal & (kv > q - config.sliding_window))}
+    masks = {k: m[None, None] for k, m in masks.items()}
+    if attention_mask is not None:
+        keys_ok = (attention_mask != 0)[:, None, None, :]
+        masks = {k: m & keys_ok for k, m in masks.items()}
+    return masks
+
+
+# ---------------------------------------------------------------------------- modules
+class GemmaRMSNorm(nnx.Module):
+    """Mirrors ``Gemma3RMSNorm``: ``(x / rms(x)) * (1 + weight)`` in float32, rounded once
+    to ``x``'s dtype. The stored weight is an offset from one (zeros = identity)."""
+
+    def __init__(self, dim: int, *, eps: float, param_dtype):
+        self.eps = eps
+        self.scale = nnx.Param(jnp.zeros((dim,), param_dtype))
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        xf = x.astype(jnp.float32)
+        y = xf * jax.lax.rsqrt(jnp.square(xf).mean(-1, keepdims=True) + self.eps)
+        return (y * (1.0 + self.scale[...].astype(jnp.float32))).astype(x.dtype)
+
+
+class GemmaAttention(nnx.Module):
+    """Mirrors ``Gemma3Attention`` (no cache): q/k/v projections, per-head RMSNorm of q and
+    k, RoPE, key/value heads repeated over their query-head groups, logits scaled by
+    ``query_pre_attn_scalar ** -0.5``. A query with no key to attend to (a left pad under
+    the padding mask) gets a zero output, as torch's ``scaled_dot_product_attention``
+    (transformers' default kernel) returns for a fully masked row."""
+
+    def __init__(self, cfg: GemmaConfig, *, keys: KeyGen, param_dtype):
+        self.num_heads, self.num_kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
+        self.head_dim = cfg.head_dim
+        self.scale = float(cfg.query_pre_attn_scalar) ** -0.5
+        kw = dict(keys=keys, bias=False, param_dtype=param_dtype)
+        q = cfg.num_attention_heads * cfg.head_dim
+        kv = cfg.num_key_value_heads * cfg.head_dim
+        self.q_proj = Linear(cfg.hidden_size, q, **kw)
+        self.k_proj = Linear(cfg.hidden_size, kv, **kw)
+        self.v_proj = Linear(cfg.hidden_size, kv, **kw)
+        self.o_proj = Linear(q, cfg.hidden_size, **kw)
+        self.q_norm = GemmaRMSNorm(cfg.head_dim, eps=cfg.rms_norm_eps, param_dtype=param_dtype)
+        self.k_norm = GemmaRMSNorm(cfg.head_dim, eps=cfg.rms_norm_eps, param_dtype=param_dtype)
+
+    def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array,
+                 no_keys: jax.Array) -> jax.Array:
+        b, n, _ = x.shape
+        q = self.q_norm(self.q_proj(x).reshape(b, n, self.num_heads, self.head_dim))
+        k = self.k_norm(self.k_proj(x).reshape(b, n, self.num_kv_heads, self.head_dim))
+        v = self.v_proj(x).reshape(b, n, self.num_kv_heads, self.head_dim)
+        q, k = apply_rope_half(q, cos, sin), apply_rope_half(k, cos, sin)
+        out = attention(q, k, v, mask=mask, scale=self.scale)   # grouped-query
+        out = jnp.where(no_keys[:, :, None, None], jnp.zeros((), out.dtype), out)
+        return self.o_proj(out.reshape(b, n, -1))
+
+
+class GemmaMLP(nnx.Module):
+    """Mirrors ``Gemma3MLP``: ``down(gelu_tanh(gate(x)) * up(x))``, no biases."""
+
+    def __init__(self, cfg: GemmaConfig, *, keys: KeyGen, param_dtype):
+        kw = dict(keys=keys, bias=False, param_dtype=param_dtype)
+        self.gate_proj = Linear(cfg.hidden_size, cfg.intermediate_size, **kw)
+        self.up_proj = Linear(cfg.hidden_size, cfg.intermediate_size, **kw)
+        self.down_proj = Linear(cfg.intermediate_size, cfg.hidden_size, **kw)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return self.down_proj(jax.nn.gelu(self.gate_proj(x), approximate=True)
+                              * self.up_proj(x))
+
+
+class GemmaDecoderLayer(nnx.Module):
+    """Mirrors ``Gemma3DecoderLayer``: normed attention and MLP, each normed again before
+    its residual add."""
+
+    def __init__(self, cfg: GemmaConfig, layer_type: str, *, keys: KeyGen, param_dtype):
+        self.layer_type = layer_type
+        norm = dict(eps=cfg.rms_norm_eps, param_dtype=param_dtype)
+        self.input_layernorm = GemmaRMSNorm(cfg.hidden_size, **norm)
+        self.self_attn = GemmaAttention(cfg, keys=keys, param_dtype=param_dtype)
+        self.post_attention_layernorm = GemmaRMSNorm(cfg.hidden_size, **norm)
+        self.pre_feedforward_layernorm = GemmaRMSNorm(cfg.hidden_size, **norm)
+        self.mlp = GemmaMLP(cfg, keys=keys, param_dtype=param_dtype)
+        self.post_feedforward_layernorm = GemmaRMSNorm(cfg.hidden_size, **norm)
+
+    def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array,
+                 no_keys: jax.Array) -> jax.Array:
+        h = self.self_attn(self.input_layernorm(x), cos, sin, mask, no_keys)
+        x = x + self.post_attention_layernorm(h)
+        h = self.mlp(self.pre_feedforward_layernorm(x))
+        return x + self.post_feedforward_layernorm(h)
+
+
+class GemmaModel(nnx.Module):
+    """Mirrors ``Gemma3TextModel`` for text encoding (no cache).
+
+    ``__call__(input_ids [B, L] int, attention_mask=None)`` -> a tuple of
+    ``num_hidden_layers + 1`` hidden states ``[B, L, hidden]`` (see the module docstring).
+
+    ``attention_mask``: ``[B, L]``, nonzero for real tokens; padded keys are masked out on
+    top of each layer type's causal mask. LTX-2 pads on the left (to 1024 tokens), so a
+    padded query sees no key and its attention output is zero, as in transformers. Queries
+    at padded positions still get outputs; LTX-2's feature extractor zeroes them. Positions
+    are ``0 .. L-1`` for every row, whatever the mask (transformers' default without
+    ``position_ids``, which is how ltx-core calls it).
+    """
+
+    def __init__(self, config: GemmaConfig, *, keys: KeyGen | int = 0,
+                 param_dtype=jnp.float32):
+        cfg = self.config = config
+        keys = keys if isinstance(keys, KeyGen) else KeyGen(keys)
+        kw = dict(keys=keys, param_dtype=param_dtype)
+        self.embed_tokens = Embedding(cfg.vocab_size, cfg.hidden_size, **kw)
+        self.layers = nnx.List([GemmaDecoderLayer(cfg, t, **kw) for t in cfg.layer_types])
+        self.norm = GemmaRMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps, param_dtype=param_dtype)
+
+    def __call__(self, input_ids: jax.Array,
+                 attention_mask: jax.Array | None = None) -> tuple[jax.Array, ...]:
+        input_ids = jnp.asarray(input_ids)
+        if input_ids.ndim != 2:
+            raise VidaxError(f"Gemma input_ids must be [batch, length], got shape "
+                             f"{list(input_ids.shape)}")
+        b, n = input_ids.shape
+        if attention_mask is not None:
+            attention_mask = jnp.asarray(attention_mask)
+            if attention_mask.shape != (b, n):
+                raise VidaxError(f"Gemma attention_mask of shape {list(attention_mask.shape)}"
+                                 f" for input_ids [{b}, {n}]")
+        x = self.embed_tokens(input_ids)
+        # Gemma3TextScaledWordEmbedding rounds sqrt(hidden) to the weights' dtype first
+        x = x * jnp.asarray(self.config.hidden_size ** 0.5, x.dtype)
+        masks = attention_masks(n, self.config, attention_mask)
+        no_keys = {t: jnp.broadcast_to(~m[:, 0].any(-1), (b, n)) for t, m in masks.items()}
+        tables = {t: rope_tables(n, self.config, t, x.dtype) for t in masks}
+        hidden_states = [x]
+        for layer in self.layers:
+            t = layer.layer_type
+            x = layer(x, *tables[t], masks[t], no_keys[t])
+            hidden_states.append(x)
+        hidden_states[-1] = self.norm(x)
+        return tuple(hidden_states)

@@ -1,0 +1,234 @@
+"""The Llama decoder language model as a text encoder: HunyuanVideo 1.0's LLaVA-Llama-3-8B.
+
+HunyuanVideo 1.0 conditions its DiT on the hidden states of the language model of
+``xtuner/llava-llama-3-8b-v1_1-transformers`` (a Llama-3-8B fine-tune inside LLaVA); it reads
+hidden states, never logits, and feeds text only, so vidax ports the language model alone.
+It mirrors transformers' ``LlamaModel`` (``transformers/models/llama/modeling_llama.py``)
+with its module names, so the mapper only strips the checkpoint's prefix:
+
+=====================================================  ==========================================
+transformers (torch)                                   vidax
+=====================================================  ==========================================
+``embed_tokens.weight``                                ``embed_tokens.embedding`` [vocab, hidden]
+``layers.N.self_attn.{q,k,v,o}_proj.weight``           same (``kernel``; GQA: k/v narrower)
+``layers.N.mlp.{gate,up,down}_proj.weight``            same (``kernel``)
+``layers.N.{input,post_attention}_layernorm.weight``   same (``scale``)
+``norm.weight``                                        ``norm.scale``
+=====================================================  ==========================================
+
+The computation is that of the Qwen2.5-VL language model of :mod:`vidax.models.reason1.model`
+(pre-norm decoder, RMSNorm rounding before its scale, causal grouped-query attention with a
+key padding mask, half-split RoPE, SwiGLU MLP), so the norm, the MLP and the attention's
+forward are reused from there; what differs is small:
+
+* projections: no biases by default (``attention_bias`` adds them to q, k, v *and* o, as
+  ``LlamaAttention`` does; Qwen2 biases q, k, v only), and ``head_dim`` may be set apart
+  from ``hidden_size / num_attention_heads`` (o_proj then maps ``heads * head_dim`` back);
+* RoPE: plain one-axis RoPE at positions ``0 .. L-1`` (``LlamaRotaryEmbedding``, "default"
+  type; Llama-3-8B and its LLaVA fine-tune have no ``rope_scaling``, unlike Llama-3.1's
+  "llama3" type, which is refused rather than run unscaled). Frequencies
+  ``theta ** (-2i / head_dim)`` rounded once to float32, float32 angles and cos/sin, cast to
+  the activations' dtype before rotating, as transformers does.
+
+``__call__`` returns every hidden state in transformers' ``output_hidden_states`` convention:
+index 0 the token embeddings, index ``i`` the output of decoder layer ``i - 1``, and the last
+one *after* the final norm. HunyuanVideo 1.0 takes ``hidden_states[-3]`` (the output of layer
+29 of 32, before any final norm) and crops the prompt template's first tokens.
+
+Precision: the computation runs in the parameters' dtype (``embed_tokens``'s), as
+transformers' ``model.to(dtype)``; the release is float16 and ``vidax.load(...,
+dtype=jnp.float32)`` gives a float32 encoder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from vidax.errors import VidaxError
+from vidax.models.reason1.model import Qwen2Attention, Qwen2DecoderLayer, Qwen2MLP, Qwen2RMSNorm
+from vidax.nn.layers import Embedding, KeyGen, Linear
+
+
+@dataclass(frozen=True)
+class LlamaConfig:
+    """transformers' ``LlamaConfig`` fields that shape the model. ``head_dim=None`` means
+    ``hidden_size / num_attention_heads`` (transformers' default) and is resolved on
+    construction."""
+
+    vocab_size: int = 128256
+    hidden_size: int = 4096
+    intermediate_size: int = 14336
+    num_hidden_layers: int = 32
+    num_attention_heads: int = 32
+    num_key_value_heads: int = 8
+    head_dim: int | None = None
+    rms_norm_eps: float = 1e-5
+    rope_theta: float = 500000.0
+    attention_bias: bool = False
+
+    def __post_init__(self):
+        if self.head_dim is None:
+            if self.hidden_size % self.num_attention_heads:
+                raise VidaxError(f"Llama hidden_size {self.hidden_size} does not split into "
+                                 f"{self.num_attention_heads} heads; set head_dim")
+            object.__setattr__(self, "head_dim", self.hidden_size // self.num_attention_heads)
+        if self.head_dim % 2:
+            raise VidaxError(f"Llama head_dim {self.head_dim} must be even (RoPE pairs)")
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise VidaxError(f"Llama num_attention_heads {self.num_attention_heads} must be a "
+                             f"multiple of num_key_value_heads {self.num_key_value_heads}")
+
+    # ------------------------------------------------------------------ presets
+    @classmethod
+    def llava_llama_3_8b_v1_1(cls) -> LlamaConfig:
+        """xtuner/llava-llama-3-8b-v1_1: HunyuanVideo 1.0's text encoder. Llama-3-8B with 64
+        rows added to the token table (128320: LLaVA's image and pad tokens)."""
+        return cls(vocab_size=128320)
+
+    @classmethod
+    def tiny(cls) -> LlamaConfig:
+        """For tests: grouped-query attention (4 query heads on 2 key/value heads), the
+        release's eps and theta."""
+        return cls(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+                   num_attention_heads=4, num_key_value_heads=2)
+
+    # ------------------------------------------------------------------ from_dict
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LlamaConfig:
+        """From a transformers ``config.json``: a Llama model's own, or a LLaVA model's
+        (its ``text_config`` is read), in the 4.x spelling (``rope_theta``,
+        ``rope_scaling``) or 5.x (``rope_parameters``); also a manifest's ``config``. Values
+        that would select a network vidax does not implement (another activation, MLP
+        biases, a scaled RoPE type) are errors."""
+        text = d.get("text_config") or d
+        if text.get("model_type", "llama") != "llama":
+            raise VidaxError(f"config model_type {text['model_type']!r} is not a Llama "
+                             "language model")
+        rope = text.get("rope_parameters") or text.get("rope_scaling") or {}
+        rope_type = rope.get("rope_type", rope.get("type", "default"))
+        if rope_type != "default":
+            raise VidaxError(f"Llama rope_type {rope_type!r}: vidax implements the default "
+                             "(unscaled) RoPE of Llama-3-8B; scaled types such as "
+                             "Llama-3.1's 'llama3' are not implemented")
+        if text.get("hidden_act", "silu") != "silu":
+            raise VidaxError(f"Llama hidden_act {text['hidden_act']!r}: vidax implements the "
+                             "SiLU-gated MLP")
+        if text.get("mlp_bias"):
+            raise VidaxError("Llama mlp_bias=true: vidax implements the bias-free MLP of the "
+                             "released models")
+        try:
+            return cls(
+                vocab_size=text["vocab_size"], hidden_size=text["hidden_size"],
+                intermediate_size=text["intermediate_size"],
+                num_hidden_layers=text["num_hidden_layers"],
+                num_attention_heads=text["num_attention_heads"],
+                num_key_value_heads=text.get("num_key_value_heads",
+                                             text["num_attention_heads"]),
+                head_dim=text.get("head_dim"),
+                rms_norm_eps=text.get("rms_norm_eps", 1e-6),
+                rope_theta=rope.get("rope_theta", text.get("rope_theta", 10000.0)),
+                attention_bias=bool(text.get("attention_bias", False)))
+        except KeyError as e:
+            raise VidaxError(f"Llama config has no {e.args[0]!r} (neither at the top level "
+                             "nor in text_config)") from e
+
+
+# ---------------------------------------------------------------------------- functions
+def rope_tables(length: int, config: LlamaConfig, dtype) -> tuple[jax.Array, jax.Array]:
+    """cos and sin ``[L, head_dim / 2]`` for positions ``0 .. L-1``: ``LlamaRotaryEmbedding``
+    ("default" type, attention scaling 1) without its duplicated half. Host constants: the
+    positions are static."""
+    dim = config.head_dim
+    inv_freq = (1.0 / np.power(float(config.rope_theta),
+                               np.arange(0, dim, 2, dtype=np.float64) / dim)).astype(np.float32)
+    angles = np.outer(np.arange(length, dtype=np.float32), inv_freq)     # float32 products
+    return jnp.asarray(np.cos(angles), dtype), jnp.asarray(np.sin(angles), dtype)
+
+
+# ---------------------------------------------------------------------------- modules
+class LlamaAttention(Qwen2Attention):
+    """Mirrors ``LlamaAttention`` (no cache): Qwen2's forward (RoPE on q and k, key/value
+    heads repeated over their groups, a zero output for a query with no key to attend to, as
+    torch's SDPA gives) with Llama's projections."""
+
+    def __init__(self, cfg: LlamaConfig, *, keys: KeyGen, param_dtype):
+        self.num_heads, self.num_kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
+        self.head_dim = cfg.head_dim
+        kw = dict(keys=keys, bias=cfg.attention_bias, param_dtype=param_dtype)
+        q = cfg.num_attention_heads * cfg.head_dim
+        kv = cfg.num_key_value_heads * cfg.head_dim
+        self.q_proj = Linear(cfg.hidden_size, q, **kw)
+        self.k_proj = Linear(cfg.hidden_size, kv, **kw)
+        self.v_proj = Linear(cfg.hidden_size, kv, **kw)
+        self.o_proj = Linear(q, cfg.hidden_size, **kw)
+
+
+class LlamaDecoderLayer(Qwen2DecoderLayer):
+    """Mirrors ``LlamaDecoderLayer``: ``x + attn(rms(x))``, then ``x + mlp(rms(x))``."""
+
+    def __init__(self, cfg: LlamaConfig, *, keys: KeyGen, param_dtype):
+        kw = dict(keys=keys, param_dtype=param_dtype)
+        self.input_layernorm = Qwen2RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps,
+                                            param_dtype=param_dtype)
+        self.self_attn = LlamaAttention(cfg, **kw)
+        self.post_attention_layernorm = Qwen2RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps,
+                                                     param_dtype=param_dtype)
+        self.mlp = Qwen2MLP(cfg, **kw)
+
+
+class LlamaModel(nnx.Module):
+    """Mirrors ``LlamaModel`` for text encoding (no cache).
+
+    ``__call__(input_ids [B, L] int, attention_mask=None)`` -> a tuple of
+    ``num_hidden_layers + 1`` hidden states ``[B, L, hidden]`` (see the module docstring).
+
+    ``attention_mask``: ``[B, L]``, nonzero for real tokens; padded keys are masked out on
+    top of the causal mask (transformers' ``create_causal_mask``). HunyuanVideo pads on the
+    right, so every query sees at least the first token; a left pad (no key to see) gets a
+    zero attention output, as in transformers. Queries at padded positions still get
+    outputs; callers drop them. Positions are ``0 .. L-1`` for every row, whatever the mask
+    (transformers' default without ``position_ids``).
+    """
+
+    def __init__(self, config: LlamaConfig, *, keys: KeyGen | int = 0,
+                 param_dtype=jnp.float32):
+        cfg = self.config = config
+        keys = keys if isinstance(keys, KeyGen) else KeyGen(keys)
+        kw = dict(keys=keys, param_dtype=param_dtype)
+        self.embed_tokens = Embedding(cfg.vocab_size, cfg.hidden_size, **kw)
+        self.layers = nnx.List([LlamaDecoderLayer(cfg, **kw)
+                                for _ in range(cfg.num_hidden_layers)])
+        self.norm = Qwen2RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps, param_dtype=param_dtype)
+
+    def __call__(self, input_ids: jax.Array,
+                 attention_mask: jax.Array | None = None) -> tuple[jax.Array, ...]:
+        input_ids = jnp.asarray(input_ids)
+        if input_ids.ndim != 2:
+            raise VidaxError(f"Llama input_ids must be [batch, length], got shape "
+                             f"{list(input_ids.shape)}")
+        b, n = input_ids.shape
+        x = self.embed_tokens(input_ids)
+        cos, sin = rope_tables(n, self.config, x.dtype)
+        # Qwen2Attention rotates with per-row tables [B, L, head_dim / 2]
+        cos, sin = (jnp.broadcast_to(t, (b, *t.shape)) for t in (cos, sin))
+        mask = jnp.tril(jnp.ones((n, n), bool))[None, None]          # [1, 1, L, L]
+        no_keys = None
+        if attention_mask is not None:
+            attention_mask = jnp.asarray(attention_mask)
+            if attention_mask.shape != (b, n):
+                raise VidaxError(f"Llama attention_mask of shape {list(attention_mask.shape)}"
+                                 f" for input_ids [{b}, {n}]")
+            mask = mask & (attention_mask != 0)[:, None, None, :]
+            no_keys = ~mask[:, 0].any(-1)                              # [B, L]
+        hidden_states = [x]
+        for layer in self.layers:
+            x = layer(x, cos, sin, mask, no_keys)
+            hidden_states.append(x)
+        hidden_states[-1] = self.norm(x)
+        return tuple(hidden_states)
