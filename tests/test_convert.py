@@ -14,7 +14,7 @@ from tests.sharding.common import small_config, write_authors_dit
 from vidax import cli, convert, loading, sharding
 from vidax.errors import CheckpointError, VidaxError
 from vidax.models.wan2_1.dit import WanDiTConfig
-from vidax.translator.io import open_checkpoint
+from vidax.translator.io import converted, open_checkpoint
 from vidax.translator.mapping import Target
 from vidax.translator.verify import flat_params
 
@@ -40,12 +40,12 @@ def test_convert_then_load_skips_translation(authors_file, tmp_path, monkeypatch
     out = tmp_path / "wan_dit_flax"
     assert _cli_convert(path, out) == 0
     assert "vidax.load of this folder skips translation" in capsys.readouterr().out
-    assert sorted(p.name for p in out.iterdir()) == sorted([convert.MARKER, convert.WEIGHTS])
-    info = json.loads((out / convert.MARKER).read_text())
+    assert sorted(p.name for p in out.iterdir()) == sorted([converted.MARKER, converted.WEIGHTS])
+    info = json.loads((out / converted.MARKER).read_text())
     assert (info["model_type"], info["component"], info["variant"]) == ("wan2_1", "dit", "tiny")
     assert WanDiTConfig.from_dict(info["config"]) == cfg
     assert info["source"][0]["file"] == path.name and len(info["source"][0]["sha256"]) == 64
-    with open_checkpoint(out / convert.WEIGHTS) as ckpt:
+    with open_checkpoint(out / converted.WEIGHTS) as ckpt:
         assert "blocks.0.self_attn.q.kernel" in ckpt and ckpt.metadata["vidax"] == "flax-layout"
 
     want = _arrays(vidax.load("wan2_1", "dit", path, config=cfg))
@@ -113,9 +113,9 @@ def test_an_interrupted_convert_leaves_nothing_that_looks_complete(authors_file,
         convert.convert("wan2_1", "dit", path, out, config=cfg)
     (partial,) = tmp_path.iterdir()
     assert partial.name.startswith(".out.partial-") and not out.exists()
-    assert not convert.is_converted(partial)
+    assert not converted.is_converted(partial)
     with pytest.raises(CheckpointError):
-        open_checkpoint(partial / convert.WEIGHTS)
+        open_checkpoint(partial / converted.WEIGHTS)
 
     # Dying at the very last step (the rename) leaves no folder under the final name either.
     monkeypatch.setattr(Target, "materialize", real)

@@ -169,6 +169,7 @@ def cmd_convert(args) -> int:
     from rich.progress import Progress
 
     from vidax import convert
+    from vidax.translator.io import converted
 
     con = _console()
     start = time.perf_counter()
@@ -178,8 +179,8 @@ def cmd_convert(args) -> int:
             args.model_type, args.component, args.checkpoint, args.out, variant=args.variant,
             layout=args.layout, dtype=args.dtype, overwrite=args.overwrite,
             progress=lambda done, total, name: bar.update(task, completed=done, total=total))
-    info = convert.read_info(out)
-    size = (out / convert.WEIGHTS).stat().st_size
+    info = converted.read_info(out)
+    size = (out / converted.WEIGHTS).stat().st_size
     con.print(f"wrote {out}: {info['model_type']} {info['component']} in the Flax layout "
               f"({info['verification']}; {size / 2**20:.1f} MiB) in "
               f"{time.perf_counter() - start:.1f} s; vidax.load of this folder skips "

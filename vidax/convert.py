@@ -1,19 +1,10 @@
 """``vidax convert``: a component translated once into a Flax-layout cache.
 
-A converted folder holds two files:
-
-* ``model.safetensors``: every parameter under its Flax path (``blocks.0.self_attn.q.kernel``),
-  already in the Flax layout and the chosen dtype; its ``__metadata__`` says
-  ``{"vidax": "flax-layout"}``.
-* ``vidax_convert.json`` (the marker, written last): format version, model_type, component,
-  layout, variant, the config (``dataclasses.asdict``), the dtype, and the size and SHA-256
-  of every source file.
-
-``vidax.load(model_type, component, FOLDER)`` recognises the folder and skips the mapper: the
-tensors are matched 1:1 against the model's abstract tree by path (still verified, still
-placed block by block from the memory map). The safetensors file is written by streaming,
-one tensor in memory at a time, so a converted 14B DiT needs no more host memory than its
-largest tensor.
+The folder's format (``model.safetensors`` in the Flax layout and the ``vidax_convert.json``
+marker, written last) and its reader, which ``vidax.load`` uses to recognise such a folder and
+skip the mapper, are in ``vidax.translator.io.converted``; this module writes it, taking the
+format's names from there. The safetensors file is written by streaming, one tensor in
+memory at a time, so a converted 14B DiT needs no more host memory than its largest tensor.
 
 Atomicity: everything is written into a hidden sibling folder ``.NAME.partial-XXXX``, files
 fsynced, the marker last, and only then renamed to ``NAME`` in one ``os.replace``. An
@@ -38,13 +29,9 @@ import numpy as np
 from vidax import registry
 from vidax.errors import VerificationError, VidaxError
 from vidax.translator import converter
-from vidax.translator.io import Checkpoint, open_checkpoint
-from vidax.translator.mapping import Plan, Source, Target
-
-MARKER = "vidax_convert.json"
-WEIGHTS = "model.safetensors"
-FORMAT_VERSION = 1
-_METADATA = {"vidax": "flax-layout"}
+from vidax.translator.io import open_checkpoint
+from vidax.translator.io.converted import FORMAT_VERSION, MARKER, METADATA, WEIGHTS
+from vidax.translator.mapping import Target
 
 # numpy dtype name -> safetensors dtype tag
 _ST_DTYPES = {
@@ -52,65 +39,6 @@ _ST_DTYPES = {
     "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2",
     "int64": "I64", "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8", "bool": "BOOL",
 }
-
-
-def is_converted(path) -> bool:
-    """Whether ``path`` is a folder written (completely) by ``vidax convert``."""
-    try:
-        return Path(path).is_dir() and (Path(path) / MARKER).is_file()
-    except (TypeError, OSError):
-        return False
-
-
-def is_converted_checkpoint(ckpt: Checkpoint) -> bool:
-    """Whether an open checkpoint holds Flax-layout tensors written by ``vidax convert``."""
-    return ckpt.format == "safetensors" and ckpt.metadata.get("vidax") == _METADATA["vidax"]
-
-
-def read_info(path) -> dict:
-    """The marker of a converted folder, checked."""
-    marker = Path(path) / MARKER
-    try:
-        info = json.loads(marker.read_text())
-    except (OSError, ValueError) as e:
-        raise VidaxError(f"{marker}: not a readable vidax convert marker ({e})") from None
-    if not isinstance(info, dict) or info.get("format_version") != FORMAT_VERSION:
-        raise VidaxError(f"{marker}: unknown converted-folder format "
-                         f"{info.get('format_version') if isinstance(info, dict) else info!r} "
-                         f"(this vidax writes version {FORMAT_VERSION}); convert again")
-    return info
-
-
-def open_converted(path, spec: registry.ComponentSpec, config=None):
-    """``(config, Checkpoint)`` of a converted folder for ``spec``. ``config``, when given,
-    must be the config it was converted at."""
-    info = read_info(path)
-    # The source's key layout (authors' or diffusers') no longer matters: the tensors are
-    # under the model's own paths.
-    have = (info.get("model_type"), info.get("component"))
-    if have != spec.key[:2]:
-        raise VidaxError(f"{path} was converted from a {' '.join(map(str, have))} checkpoint "
-                         f"({info.get('layout')} layout), not {' '.join(spec.key[:2])}")
-    stored = spec.make_config(overrides=info["config"])
-    if config is not None and config != stored:
-        raise VidaxError(f"{path} was converted at config {stored}, not the requested "
-                         f"{config}; convert again at that config")
-    ckpt = open_checkpoint(Path(path) / WEIGHTS)
-    if not is_converted_checkpoint(ckpt):
-        ckpt.close()
-        raise VidaxError(f"{Path(path) / WEIGHTS} is not a vidax Flax-layout file "
-                         f"(its metadata lacks vidax=flax-layout)")
-    return stored, ckpt
-
-
-def identity_plan(ckpt: Checkpoint) -> Plan:
-    """The plan of a converted file: every tensor is the parameter of its own name."""
-    plan = Plan()
-    for key, ref in ckpt.items():
-        plan.targets[key] = Target(key, (Source(key),), None, None, "none", None,
-                                   tuple(ref.shape), str(ref.dtype))
-        plan.consumed.add(key)
-    return plan
 
 
 def convert(model_type: str, component: str, checkpoint, out, *, variant: str | None = None,
@@ -179,7 +107,7 @@ def _write_safetensors(path: Path, targets: list[Target], tensors, cast,
                        progress) -> None:
     """A safetensors file written one tensor at a time: the header (offsets from the
     shapes) first, then each parameter materialised, written, and dropped."""
-    header: dict[str, object] = {"__metadata__": dict(_METADATA)}
+    header: dict[str, object] = {"__metadata__": dict(METADATA)}
     offset = 0
     dtypes = []
     for t in targets:

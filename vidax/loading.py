@@ -34,7 +34,7 @@ from vidax.errors import VerificationError, VidaxError
 from vidax.sharding import PartitionRules
 from vidax.translator import converter
 from vidax.translator import verify as _verify
-from vidax.translator.io import Checkpoint, open_checkpoint
+from vidax.translator.io import Checkpoint, converted, open_checkpoint
 from vidax.translator.mapping import Plan, PrefixView, Source, Target, TensorInfo
 
 Progress = Callable[[int, int, str], None]
@@ -117,16 +117,14 @@ def load_with_report(model_type: str, component: str, checkpoint, *,
                      layout: str | None = None, rules: PartitionRules | None = None,
                      progress: Progress | None = None) -> tuple[nnx.Module, _verify.Report]:
     """``load``, also returning the verification report (what matched, what was ignored)."""
-    from vidax import convert
-
     if layout is None:
         layout = _detect_layout(model_type, component, checkpoint, config)
     spec = registry.get(model_type, component, layout)
     if isinstance(checkpoint, Checkpoint):
         ckpt, owned = checkpoint, contextlib.nullcontext()
         source = checkpoint.path
-    elif convert.is_converted(checkpoint):
-        config, ckpt = convert.open_converted(checkpoint, spec, config)
+    elif converted.is_converted(checkpoint):
+        config, ckpt = converted.open_converted(checkpoint, spec, config)
         owned, source = ckpt, checkpoint
     else:
         ckpt = None
@@ -136,8 +134,8 @@ def load_with_report(model_type: str, component: str, checkpoint, *,
     if ckpt is None:
         ckpt = owned = open_checkpoint(checkpoint)
     with owned:
-        if convert.is_converted_checkpoint(ckpt):
-            plan, view = convert.identity_plan(ckpt), ckpt
+        if converted.is_converted_checkpoint(ckpt):
+            plan, view = converted.identity_plan(ckpt), ckpt
             abstract = _verify.abstract_params(spec.model_class(), config)
             report = _verify.compare(plan, abstract, source=str(source), num_tensors=len(ckpt))
         else:
@@ -297,19 +295,18 @@ def _detect_layout(model_type: str, component: str, checkpoint, config) -> str |
     one (T5-v1.1 has only ``transformers``). None (the default layout) when the checkpoint
     is a ``vidax convert`` folder, or no layout places more than half of the tensors (the
     default layout's verification then says what is wrong)."""
-    from vidax import convert
     from vidax.errors import MappingError
 
     specs = [s for s in registry.specs() if (s.model_type, s.component) == (model_type,
                                                                            component)]
     if len(specs) == 1:
         return specs[0].layout
-    if not specs or convert.is_converted(checkpoint):
+    if not specs or converted.is_converted(checkpoint):
         return None
     owned = (contextlib.nullcontext(checkpoint) if isinstance(checkpoint, Checkpoint)
              else open_checkpoint(checkpoint))
     with owned as ckpt:
-        if convert.is_converted_checkpoint(ckpt):
+        if converted.is_converted_checkpoint(ckpt):
             return None
         scores = {}
         for s in specs:

@@ -1,5 +1,5 @@
-"""vidax.translator.io.save_pth: torch.save's zip format written without torch, read back
-bit-identically by torch.load (plain and mmap) and by vidax's own reader."""
+"""vidax.translator.io.save_pth (io/pth_writer.py): torch.save's zip format written without
+torch, read back bit-identically by torch.load (plain and mmap) and by vidax's own reader."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ import pytest
 import torch
 
 from vidax.errors import VidaxError
-from vidax.translator import io as vio
-from vidax.translator.io import open_checkpoint, save_pth
+from vidax.translator.io import open_checkpoint, pth_writer, save_pth
 
 # Every dtype the reader supports: numpy dtype -> the torch dtype torch.load must give back.
 DTYPES = {
@@ -150,7 +149,7 @@ def test_layout_matches_torch_save(tmp_path):
 def test_zip64_headers_keep_alignment(tmp_path, monkeypatch):
     """Entries above 1 GiB get zip64 local headers; forced here on small ones, the padding
     still puts every storage on a 64-byte boundary and both readers accept the file."""
-    monkeypatch.setattr(vio, "_ZIP64_FROM", 0)
+    monkeypatch.setattr(pth_writer, "_ZIP64_FROM", 0)
     state = {
         "a": random_array((33,), np.dtype(np.float32), 0),
         "b": random_array((2, 3), np.dtype(ml_dtypes.bfloat16), 1),
@@ -231,7 +230,7 @@ def test_file_mode_follows_umask_like_torch_save(tmp_path):
 def test_interrupted_write_leaves_no_file(tmp_path, monkeypatch):
     """An exception after some storages were written: nothing at the target, no temporary
     left behind, and a file already there keeps its old contents."""
-    real_add = vio._add_aligned
+    real_add = pth_writer._add_aligned
     added = []
 
     def failing_add(archive, name, data):
@@ -240,7 +239,7 @@ def test_interrupted_write_leaves_no_file(tmp_path, monkeypatch):
         added.append(name)
         return real_add(archive, name, data)
 
-    monkeypatch.setattr(vio, "_add_aligned", failing_add)
+    monkeypatch.setattr(pth_writer, "_add_aligned", failing_add)
     state = {f"t{i}": random_array((64, 64), np.dtype(np.float32), i) for i in range(4)}
     with pytest.raises(KeyboardInterrupt):
         save_pth(tmp_path / "new.pth", state)

@@ -1,0 +1,339 @@
+"""What every checkpoint reader shares: the dtype tables, memory-mapped files, the read
+counter, :class:`TensorRef` and :class:`Checkpoint`, and two small helpers (bounded reprs for
+error messages, torch's contiguous strides)."""
+
+from __future__ import annotations
+
+import math
+import mmap
+import os
+import reprlib
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from vidax.errors import CheckpointError
+
+# ------------------------------------------------------------------------------------------ dtypes
+
+# torch dtype name -> numpy dtype, for the dtypes vidax reads (both formats store little-endian).
+_TORCH_DTYPES: dict[str, np.dtype] = {
+    "float64": np.dtype("<f8"),
+    "float32": np.dtype("<f4"),
+    "float16": np.dtype("<f2"),
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
+    "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
+    "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
+    "int64": np.dtype("<i8"),
+    "int32": np.dtype("<i4"),
+    "int16": np.dtype("<i2"),
+    "int8": np.dtype("i1"),
+    "uint64": np.dtype("<u8"),
+    "uint32": np.dtype("<u4"),
+    "uint16": np.dtype("<u2"),
+    "uint8": np.dtype("u1"),
+    "bool": np.dtype(bool),
+}
+
+# safetensors dtype name -> numpy dtype.
+_SAFETENSORS_DTYPES: dict[str, np.dtype] = {
+    name: _TORCH_DTYPES[torch_name]
+    for name, torch_name in {
+        "F64": "float64",
+        "F32": "float32",
+        "F16": "float16",
+        "BF16": "bfloat16",
+        "F8_E4M3": "float8_e4m3fn",
+        "F8_E5M2": "float8_e5m2",
+        "I64": "int64",
+        "I32": "int32",
+        "I16": "int16",
+        "I8": "int8",
+        "U64": "uint64",
+        "U32": "uint32",
+        "U16": "uint16",
+        "U8": "uint8",
+        "BOOL": "bool",
+    }.items()
+}
+
+# The typed storage classes torch.save names (`torch.<Name>`) for tensors it rebuilds with
+# `_rebuild_tensor_v2`, with the dtype each holds. The complex ones are recognised only so that the
+# error says "unsupported dtype" rather than "forbidden global".
+_TYPED_STORAGES: dict[str, str] = {
+    "DoubleStorage": "float64",
+    "FloatStorage": "float32",
+    "HalfStorage": "float16",
+    "BFloat16Storage": "bfloat16",
+    "LongStorage": "int64",
+    "IntStorage": "int32",
+    "ShortStorage": "int16",
+    "CharStorage": "int8",
+    "ByteStorage": "uint8",
+    "BoolStorage": "bool",
+    "ComplexFloatStorage": "complex64",
+    "ComplexDoubleStorage": "complex128",
+}
+
+# The dtypes torch.save names as `torch.<dtype>` objects: those it rebuilds with
+# `_rebuild_tensor_v3` from an untyped storage (`torch.storage._new_dtypes()`). Only the first five
+# are readable here; the others are recognised for a precise error.
+_V3_DTYPES = (
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float8_e4m3fnuz",
+    "float8_e5m2fnuz",
+    "float8_e8m0fnu",
+    "float4_e2m1fn_x2",
+    "complex32",
+    "bits8",
+    "bits16",
+    "bits1x8",
+    "bits2x4",
+    "bits4x2",
+)
+
+
+# ------------------------------------------------------------------------------------ mapped files
+
+
+class _MappedFile:
+    """One checkpoint file, memory-mapped read-only for the lifetime of its Checkpoint.
+
+    Headers are read with ``pread``, not through the map, so opening a checkpoint maps none of its
+    pages into the process: only tensor reads do.
+    """
+
+    def __init__(self, path: str):
+        self.path = path
+        try:
+            self._file = open(path, "rb")
+        except FileNotFoundError:
+            raise CheckpointError(path, "the file does not exist.") from None
+        except (OSError, ValueError) as e:
+            raise CheckpointError(path, f"the file cannot be opened: {e}.") from None
+        try:
+            self.size = os.fstat(self._file.fileno()).st_size
+            if self.size == 0:
+                raise CheckpointError(path, "the file is empty (0 bytes).")
+            self._map: mmap.mmap | None = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+        except OSError as e:
+            self._file.close()
+            raise CheckpointError(path, f"the file cannot be memory-mapped: {e}.") from None
+        except BaseException:
+            self._file.close()
+            raise
+
+    def buffer(self) -> mmap.mmap:
+        if self._map is None:
+            raise ValueError(f"{self.path}: the checkpoint is closed; reopen it to read tensors")
+        return self._map
+
+    def read(self, offset: int, size: int) -> bytes:
+        """Bytes [offset, offset + size) of the file (fewer at its end), bypassing the map."""
+        self.buffer()  # raises once closed
+        return os.pread(self._file.fileno(), size, offset)
+
+    def close(self) -> None:
+        """Drop the mapping; arrays already handed out keep it alive until they are freed."""
+        if self._map is not None:
+            try:
+                self._map.close()
+            except BufferError:  # views returned by read() still use it
+                pass
+            self._map = None
+            self._file.close()
+
+
+class _ReadCounter:
+    """Tensor bytes materialised through one Checkpoint (thread-safe)."""
+
+    def __init__(self) -> None:
+        self.value = 0
+        self._lock = threading.Lock()
+
+    def add(self, n: int) -> None:
+        with self._lock:
+            self.value += n
+
+
+# -------------------------------------------------------------------------------------- public API
+
+
+class TensorRef:
+    """One stored tensor, not read yet: where its bytes lie and how to view them.
+
+    ``read()`` returns the whole tensor and ``read_slice(index)`` a sub-block. Both return a
+    read-only, zero-copy view on the file's memory map when the selected elements are contiguous in
+    the file, else one copy (read-only too, so callers cannot come to depend on which they got).
+    """
+
+    __slots__ = (
+        "key",
+        "shape",
+        "dtype",
+        "path",
+        "nbytes",
+        "_source",
+        "_offset",
+        "_strides",
+        "_extent",
+        "_counter",
+    )
+
+    def __init__(
+        self,
+        key: str,
+        shape: tuple[int, ...],
+        dtype: np.dtype,
+        source: _MappedFile,
+        offset: int,
+        counter: _ReadCounter,
+        strides: tuple[int, ...] | None = None,
+        extent: int = 0,
+    ):
+        self.key = key
+        self.shape = shape
+        self.dtype = dtype
+        self.path = source.path
+        self.nbytes = math.prod(shape) * dtype.itemsize
+        self._source = source
+        self._offset = offset  # byte offset of element [0, ..., 0] in the file
+        self._strides = strides  # in bytes; None: C-contiguous
+        self._extent = extent  # elements from _offset that a strided view spans
+        self._counter = counter
+
+    def __repr__(self) -> str:
+        return f"TensorRef({self.key!r}, {self.shape}, {self.dtype.name}, {self.path!r})"
+
+    def _view(self) -> np.ndarray:
+        """The whole tensor as a read-only view on the map; no bytes are touched yet."""
+        buffer = self._source.buffer()
+        if self.nbytes == 0:
+            empty = np.empty(self.shape, self.dtype)
+            empty.flags.writeable = False
+            return empty
+        if self._strides is None:
+            count = math.prod(self.shape)
+            return np.frombuffer(buffer, self.dtype, count, self._offset).reshape(self.shape)
+        base = np.frombuffer(buffer, self.dtype, self._extent, self._offset)
+        return np.lib.stride_tricks.as_strided(base, self.shape, self._strides, writeable=False)
+
+    def _materialise(self, view: np.ndarray) -> np.ndarray:
+        if not view.flags.c_contiguous:
+            view = np.ascontiguousarray(view)
+            view.flags.writeable = False
+        self._counter.add(view.nbytes)
+        return view
+
+    def read(self) -> np.ndarray:
+        """The whole tensor, in its stored dtype and shape."""
+        return self._materialise(self._view())
+
+    def read_slice(self, index: Any) -> np.ndarray:
+        """The sub-block ``tensor[index]`` (ints, slices and ``...``; numpy semantics), reading
+        only the file pages that hold the selected elements."""
+        return self._materialise(self._select(index, "read_slice"))
+
+    def read_view(self, index: Any = ()) -> np.ndarray:
+        """``tensor[index]`` as a read-only view on the map, strided where the selection is
+        not contiguous in the file: never a copy. For a consumer that copies anyway -- a
+        device transfer copies a strided host array itself (transposing as it goes), so a
+        copy here would only be a second one. Counts the selected bytes in ``bytes_read``."""
+        view = self._select(index, "read_view")
+        self._counter.add(view.nbytes)
+        return view
+
+    def _select(self, index: Any, method: str) -> np.ndarray:
+        index = index if isinstance(index, tuple) else (index,)
+        for item in index:
+            if isinstance(item, (bool, np.bool_)) or not (
+                item is Ellipsis or isinstance(item, (slice, int, np.integer))
+            ):
+                raise TypeError(f"{method} takes ints, slices and ..., not {type(item).__name__}")
+        return self._view()[index]
+
+
+class Checkpoint(Mapping[str, TensorRef]):
+    """The tensors of one checkpoint (a file or a set of shards) by name, unread until asked for.
+
+    Attributes: ``path`` (as given), ``format`` ("safetensors" | "pth"), ``files`` (every file
+    backing it), ``metadata`` (safetensors ``__metadata__`` merged over shards, then the index's
+    "metadata"; {} for pth), ``extras`` (the non-tensor entries of a pth state dict) and
+    ``bytes_read`` (tensor bytes handed out by ``read``/``read_slice`` so far). Arrays already read
+    stay valid after ``close()``.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        format: str,
+        tensors: dict[str, TensorRef],
+        *,
+        sources: list[_MappedFile],
+        counter: _ReadCounter,
+        metadata: dict[str, str] | None = None,
+        extras: dict[str, object] | None = None,
+    ):
+        self.path = path
+        self.format = format
+        self.files = [source.path for source in sources]
+        self.metadata = metadata or {}
+        self.extras = extras or {}
+        self._tensors = tensors
+        self._sources = sources
+        self._counter = counter
+
+    @property
+    def bytes_read(self) -> int:
+        return self._counter.value
+
+    def __getitem__(self, key: str) -> TensorRef:
+        return self._tensors[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tensors)
+
+    def __len__(self) -> int:
+        return len(self._tensors)
+
+    def __repr__(self) -> str:
+        gb = sum(ref.nbytes for ref in self._tensors.values()) / 1e9
+        return f"Checkpoint({self.path!r}, {self.format}, {len(self)} tensors, {gb:.3g} GB)"
+
+    def close(self) -> None:
+        for source in self._sources:
+            source.close()
+
+    def __enter__(self) -> Checkpoint:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
+# ----------------------------------------------------------------------------------------- helpers
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 80
+_REPR.maxlevel = 3
+
+
+def _show(value: object) -> str:
+    """A short repr for error messages, bounded in depth and length even for hostile objects."""
+    return _REPR.repr(value)
+
+
+def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """C-order strides in elements, as torch computes them (size-1 dims take the next stride)."""
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))

@@ -1,0 +1,95 @@
+"""The folders ``vidax convert`` writes (a component already in the Flax layout): their format,
+and the reader that recognises and opens them. The writer is ``vidax.convert``; it takes the
+format's names from here, so the format is defined once.
+
+A converted folder holds two files:
+
+* ``model.safetensors`` (``WEIGHTS``): every parameter under its Flax path
+  (``blocks.0.self_attn.q.kernel``), already in the Flax layout and the chosen dtype; its
+  ``__metadata__`` says ``{"vidax": "flax-layout"}`` (``METADATA``).
+* ``vidax_convert.json`` (``MARKER``, written last): format version (``FORMAT_VERSION``),
+  model_type, component, layout, variant, the config (``dataclasses.asdict``), the dtype, and the
+  size and SHA-256 of every source file.
+
+``vidax.load(model_type, component, FOLDER)`` recognises the folder (``is_converted``) and skips
+the mapper: the tensors are matched 1:1 against the model's abstract tree by path
+(``identity_plan``; still verified, still placed block by block from the memory map).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from vidax.errors import VidaxError
+from vidax.translator.io.base import Checkpoint
+from vidax.translator.io.dispatch import open_checkpoint
+from vidax.translator.mapping import Plan, Source, Target
+
+if TYPE_CHECKING:
+    from vidax import registry
+
+MARKER = "vidax_convert.json"
+WEIGHTS = "model.safetensors"
+FORMAT_VERSION = 1
+METADATA = {"vidax": "flax-layout"}
+
+
+def is_converted(path) -> bool:
+    """Whether ``path`` is a folder written (completely) by ``vidax convert``."""
+    try:
+        return Path(path).is_dir() and (Path(path) / MARKER).is_file()
+    except (TypeError, OSError):
+        return False
+
+
+def is_converted_checkpoint(ckpt: Checkpoint) -> bool:
+    """Whether an open checkpoint holds Flax-layout tensors written by ``vidax convert``."""
+    return ckpt.format == "safetensors" and ckpt.metadata.get("vidax") == METADATA["vidax"]
+
+
+def read_info(path) -> dict:
+    """The marker of a converted folder, checked."""
+    marker = Path(path) / MARKER
+    try:
+        info = json.loads(marker.read_text())
+    except (OSError, ValueError) as e:
+        raise VidaxError(f"{marker}: not a readable vidax convert marker ({e})") from None
+    if not isinstance(info, dict) or info.get("format_version") != FORMAT_VERSION:
+        raise VidaxError(f"{marker}: unknown converted-folder format "
+                         f"{info.get('format_version') if isinstance(info, dict) else info!r} "
+                         f"(this vidax writes version {FORMAT_VERSION}); convert again")
+    return info
+
+
+def open_converted(path, spec: registry.ComponentSpec, config=None):
+    """``(config, Checkpoint)`` of a converted folder for ``spec``. ``config``, when given,
+    must be the config it was converted at."""
+    info = read_info(path)
+    # The source's key layout (authors' or diffusers') no longer matters: the tensors are
+    # under the model's own paths.
+    have = (info.get("model_type"), info.get("component"))
+    if have != spec.key[:2]:
+        raise VidaxError(f"{path} was converted from a {' '.join(map(str, have))} checkpoint "
+                         f"({info.get('layout')} layout), not {' '.join(spec.key[:2])}")
+    stored = spec.make_config(overrides=info["config"])
+    if config is not None and config != stored:
+        raise VidaxError(f"{path} was converted at config {stored}, not the requested "
+                         f"{config}; convert again at that config")
+    ckpt = open_checkpoint(Path(path) / WEIGHTS)
+    if not is_converted_checkpoint(ckpt):
+        ckpt.close()
+        raise VidaxError(f"{Path(path) / WEIGHTS} is not a vidax Flax-layout file "
+                         f"(its metadata lacks vidax=flax-layout)")
+    return stored, ckpt
+
+
+def identity_plan(ckpt: Checkpoint) -> Plan:
+    """The plan of a converted file: every tensor is the parameter of its own name."""
+    plan = Plan()
+    for key, ref in ckpt.items():
+        plan.targets[key] = Target(key, (Source(key),), None, None, "none", None,
+                                   tuple(ref.shape), str(ref.dtype))
+        plan.consumed.add(key)
+    return plan
