@@ -30,15 +30,12 @@ from vidax import registry
 from vidax.errors import VerificationError, VidaxError
 from vidax.translator import converter
 from vidax.translator.io import open_checkpoint
+from vidax.translator.io.base import SAFETENSORS_DTYPES
 from vidax.translator.io.converted import FORMAT_VERSION, MARKER, METADATA, WEIGHTS
 from vidax.translator.mapping import Target
 
-# numpy dtype name -> safetensors dtype tag
-_ST_DTYPES = {
-    "float64": "F64", "float32": "F32", "float16": "F16", "bfloat16": "BF16",
-    "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2",
-    "int64": "I64", "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8", "bool": "BOOL",
-}
+# numpy dtype name -> safetensors tag: the reader's table (io.base), inverted
+_ST_DTYPES = {dtype.name: tag for tag, dtype in SAFETENSORS_DTYPES.items()}
 
 
 def convert(model_type: str, component: str, checkpoint, out, *, variant: str | None = None,

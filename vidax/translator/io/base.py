@@ -39,7 +39,7 @@ _TORCH_DTYPES: dict[str, np.dtype] = {
 }
 
 # safetensors dtype name -> numpy dtype.
-_SAFETENSORS_DTYPES: dict[str, np.dtype] = {
+SAFETENSORS_DTYPES: dict[str, np.dtype] = {
     name: _TORCH_DTYPES[torch_name]
     for name, torch_name in {
         "F64": "float64",

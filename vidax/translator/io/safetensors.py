@@ -13,7 +13,7 @@ from typing import Any
 
 from vidax.errors import CheckpointError
 from vidax.translator.io.base import (
-    _SAFETENSORS_DTYPES,
+    SAFETENSORS_DTYPES,
     Checkpoint,
     TensorRef,
     _MappedFile,
@@ -92,22 +92,22 @@ def _safetensors_tensors(source: _MappedFile, counter: _ReadCounter) -> tuple[di
                 f"{where} its data_offsets {offsets} run past the end of the data ({data_size} "
                 "bytes): the file is truncated or its header lies.",
             )
-        if not isinstance(dtype, str) or dtype not in _SAFETENSORS_DTYPES:
+        if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPES:
             unknown.append(f"{_show(key)} ({dtype if isinstance(dtype, str) else _show(dtype)})")
             continue
-        expected = math.prod(shape) * _SAFETENSORS_DTYPES[dtype].itemsize
+        expected = math.prod(shape) * SAFETENSORS_DTYPES[dtype].itemsize
         if offsets[1] - offsets[0] != expected:
             raise CheckpointError(
                 path,
                 f"{where} data_offsets {offsets} span {offsets[1] - offsets[0]} bytes, but shape "
                 f"{shape} of {dtype} needs {expected}.",
             )
-        entries.append((offsets[0], offsets[1], key, tuple(shape), _SAFETENSORS_DTYPES[dtype]))
+        entries.append((offsets[0], offsets[1], key, tuple(shape), SAFETENSORS_DTYPES[dtype]))
     if unknown:
         raise CheckpointError(
             path,
             f"vidax does not support these tensors' dtypes yet: {', '.join(unknown)}. "
-            f"Supported: {', '.join(_SAFETENSORS_DTYPES)}.",
+            f"Supported: {', '.join(SAFETENSORS_DTYPES)}.",
         )
 
     previous_end, previous_key = 0, None
