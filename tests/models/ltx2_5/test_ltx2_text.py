@@ -32,7 +32,7 @@ from vidax.errors import VidaxError
 from vidax.loading import load_with_report, verify_manifest
 from vidax.manifests import all_manifests, get_manifest
 from vidax.models.ltx2_5.text import LTX2TextProjectionConfig
-from vidax.translator.mappings.gemma import text_projection_config
+from vidax.translator.mappings.ltx2_5 import text_projection_config
 
 jax.config.update("jax_default_matmul_precision", "highest")
 

@@ -50,9 +50,6 @@ host math, cast to float32 (diffusers builds its RoPE tables in float32: they ag
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -60,6 +57,7 @@ import numpy as np
 from flax import nnx
 
 from vidax.errors import VidaxError
+from vidax.models.cogvideox.config import CogVideoXDiTConfig
 from vidax.nn.attention import attention
 from vidax.nn.embeddings import diffusers_timestep_embedding
 from vidax.nn.layers import Conv, KeyGen, LayerNorm, Linear
@@ -73,149 +71,11 @@ ROPE_THETA = 10000.0
 #: The query/key LayerNorm eps (diffusers' ``Attention(qk_norm="layer_norm", eps=1e-6)``),
 #: independent of ``norm_eps``.
 QK_NORM_EPS = 1e-6
-#: ``CogVideoXTransformer3DModel`` config keys with one implemented value (every release's),
-#: and keys without effect at inference.
-_FIXED_KEYS = {"activation_fn": "gelu-approximate", "timestep_activation_fn": "silu"}
-_IGNORED_KEYS = {"dropout"}
 
 
 def _gelu_tanh(x: jax.Array) -> jax.Array:
     """GELU (tanh approximation), evaluated in float32 and rounded once to ``x``'s dtype."""
     return jax.nn.gelu(x.astype(_F32), approximate=True).astype(x.dtype)
-
-
-@dataclass(frozen=True)
-class CogVideoXDiTConfig:
-    """``CogVideoXTransformer3DModel``'s hyper-parameters, by diffusers' names; the defaults
-    are its ``__init__``'s (the released ``config.json`` files rely on some of them)."""
-
-    num_attention_heads: int = 30
-    attention_head_dim: int = 64
-    in_channels: int = 16
-    out_channels: int = 16
-    flip_sin_to_cos: bool = True
-    freq_shift: int = 0
-    time_embed_dim: int = 512
-    ofs_embed_dim: int | None = None
-    text_embed_dim: int = 4096
-    num_layers: int = 30
-    attention_bias: bool = True
-    sample_width: int = 90
-    sample_height: int = 60
-    sample_frames: int = 49
-    patch_size: int = 2
-    patch_size_t: int | None = None
-    temporal_compression_ratio: int = 4
-    max_text_seq_length: int = 226
-    norm_elementwise_affine: bool = True
-    norm_eps: float = 1e-5
-    spatial_interpolation_scale: float = 1.875
-    temporal_interpolation_scale: float = 1.0
-    use_rotary_positional_embeddings: bool = False
-    use_learned_positional_embeddings: bool = False
-    patch_bias: bool = True
-
-    def __post_init__(self):
-        if self.use_learned_positional_embeddings and not self.use_rotary_positional_embeddings:
-            raise VidaxError("CogVideoX DiT: a learned positional table without RoPE exists in "
-                             "no release (diffusers refuses it too)")
-        if self.patch_size_t is not None and not self.use_rotary_positional_embeddings:
-            raise VidaxError("CogVideoX DiT: temporal patching (patch_size_t) with the sincos "
-                             "table exists in no release (CogVideoX1.5 uses RoPE)")
-        if self.use_rotary_positional_embeddings and self.attention_head_dim % 16:
-            raise VidaxError(f"CogVideoX DiT: RoPE splits attention_head_dim "
-                             f"{self.attention_head_dim} into t/h/w parts of d/4, 3d/8, 3d/8 "
-                             "dims, each an even count; d must be a multiple of 16")
-        if self.ofs_embed_dim and self.ofs_embed_dim != self.time_embed_dim:
-            raise VidaxError(f"CogVideoX DiT: the ofs embedding (width {self.ofs_embed_dim}) "
-                             f"is added to the time embedding (width {self.time_embed_dim}); "
-                             "the two must match")
-        if not self.use_rotary_positional_embeddings and self.inner_dim % 16:
-            raise VidaxError(f"CogVideoX DiT: the 3D sincos table needs a width divisible by "
-                             f"16, got {self.inner_dim}")
-
-    @property
-    def inner_dim(self) -> int:
-        return self.num_attention_heads * self.attention_head_dim
-
-    @property
-    def has_pos_table(self) -> bool:
-        """Whether an absolute table is added to the tokens (2b sincos, 5b-i2v learned)."""
-        return (not self.use_rotary_positional_embeddings
-                or self.use_learned_positional_embeddings)
-
-    @property
-    def sample_grid(self) -> tuple[int, int, int]:
-        """The (frames, rows, columns) token grid at the sample size: where the learned
-        table is defined."""
-        return ((self.sample_frames - 1) // self.temporal_compression_ratio + 1,
-                self.sample_height // self.patch_size, self.sample_width // self.patch_size)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> CogVideoXDiTConfig:
-        """From diffusers' ``transformer/config.json`` (or a manifest's ``config``). Keys
-        starting with ``_`` are diffusers' bookkeeping; ``dropout`` is unused at inference;
-        ``activation_fn`` / ``timestep_activation_fn`` must be the releases' values."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(k for k in d if not k.startswith("_") and k not in names
-                         and k not in _FIXED_KEYS and k not in _IGNORED_KEYS)
-        if unknown:
-            raise VidaxError(f"unknown CogVideoXTransformer3DModel config keys {unknown}")
-        for key, value in _FIXED_KEYS.items():
-            if d.get(key, value) != value:
-                raise VidaxError(f"CogVideoXTransformer3DModel {key} {d[key]!r}: only "
-                                 f"{value!r} (every release) is implemented")
-        kwargs = {k: v for k, v in d.items() if k in names}
-        if kwargs.get("out_channels", 16) is None:
-            raise VidaxError("CogVideoXTransformer3DModel out_channels is null; diffusers "
-                             "cannot build that model either")
-        return cls(**kwargs)
-
-    @classmethod
-    def cogvideox_2b(cls) -> CogVideoXDiTConfig:
-        """THUDM/CogVideoX-2b: 30 layers of width 1920, sincos positions."""
-        return cls(num_attention_heads=30, num_layers=30)
-
-    @classmethod
-    def cogvideox_5b(cls) -> CogVideoXDiTConfig:
-        """THUDM/CogVideoX-5b: 42 layers of width 3072, 3D RoPE."""
-        return cls(num_attention_heads=48, num_layers=42, use_rotary_positional_embeddings=True)
-
-    @classmethod
-    def cogvideox_5b_i2v(cls) -> CogVideoXDiTConfig:
-        """THUDM/CogVideoX-5b-I2V: the 5b with 32 input channels and a learned table."""
-        return dataclasses.replace(cls.cogvideox_5b(), in_channels=32,
-                                   use_learned_positional_embeddings=True)
-
-    @classmethod
-    def cogvideox1_5_5b(cls) -> CogVideoXDiTConfig:
-        """THUDM/CogVideoX1.5-5B: temporal patch 2, Linear patch embedding, slice RoPE."""
-        return dataclasses.replace(cls.cogvideox_5b(), patch_size_t=2, patch_bias=False,
-                                   sample_frames=81, sample_height=300, sample_width=300)
-
-    @classmethod
-    def cogvideox1_5_5b_i2v(cls) -> CogVideoXDiTConfig:
-        """THUDM/CogVideoX1.5-5B-I2V: the 1.5 with 32 input channels and the ofs embedding."""
-        return dataclasses.replace(cls.cogvideox1_5_5b(), in_channels=32, ofs_embed_dim=512)
-
-    @classmethod
-    def tiny(cls, variant: str = "2b") -> CogVideoXDiTConfig:
-        """For tests: the structure of ``variant`` (a released variant's name) at tiny
-        widths: 2 heads of 16 (RoPE pairs t/h/w = 2/3/3), 2 layers, 8 text tokens, and a
-        sample size of 3 latent frames x 4 x 6 patches (where the learned table applies)."""
-        presets = {"2b": cls.cogvideox_2b, "5b": cls.cogvideox_5b,
-                   "5b-i2v": cls.cogvideox_5b_i2v, "1.5-5b": cls.cogvideox1_5_5b,
-                   "1.5-5b-i2v": cls.cogvideox1_5_5b_i2v}
-        if variant not in presets:
-            raise VidaxError(f"CogVideoX DiT has no variant {variant!r}; known: "
-                             f"{', '.join(presets)}")
-        base = presets[variant]()
-        return dataclasses.replace(
-            base, num_attention_heads=2, attention_head_dim=16, num_layers=2,
-            time_embed_dim=24, text_embed_dim=20, max_text_seq_length=8,
-            ofs_embed_dim=24 if base.ofs_embed_dim else None,
-            sample_frames=2 * base.temporal_compression_ratio + 1,
-            sample_height=4 * base.patch_size, sample_width=6 * base.patch_size)
 
 
 # ----------------------------------------------------------------------------- tables

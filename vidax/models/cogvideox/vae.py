@@ -35,10 +35,7 @@ release, are not implemented.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-from dataclasses import dataclass
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -46,6 +43,7 @@ import numpy as np
 from flax import nnx
 
 from vidax.errors import VidaxError
+from vidax.models.cogvideox.config import CogVideoXVAEConfig
 from vidax.nn.causal_conv import CausalConv3d, ChunkCache
 from vidax.nn.group_norm import GroupNorm
 from vidax.nn.layers import Conv, KeyGen
@@ -58,112 +56,6 @@ LOG_VAR_RANGE = (-30.0, 20.0)
 #: The spatial norm's GroupNorm and the encoder's ``norm_out`` use this epsilon whatever
 #: ``norm_eps`` says (diffusers hard-codes it; the releases' ``norm_eps`` is the same 1e-6).
 _FIXED_EPS = 1e-6
-
-
-@dataclass(frozen=True)
-class CogVideoXVAEConfig:
-    """``AutoencoderKLCogVideoX``'s hyper-parameters (diffusers' names).
-
-    ``scaling_factor``: latents fed to the DiT are ``mean * scaling_factor``.
-    ``invert_scale_latents`` (1.5 releases): the image-to-video pipelines *divide* the image
-    latent by ``scaling_factor`` instead (a training quirk of CogVideoX1.5; video latents are
-    still multiplied). The VAE itself never reads it; it is here for the pipelines.
-    """
-
-    in_channels: int = 3
-    out_channels: int = 3
-    block_out_channels: tuple[int, ...] = (128, 256, 256, 512)
-    latent_channels: int = 16
-    layers_per_block: int = 3
-    norm_num_groups: int = 32
-    norm_eps: float = 1e-6
-    temporal_compression_ratio: int = 4
-    scaling_factor: float = 1.15258426
-    invert_scale_latents: bool = False
-
-    def __post_init__(self):
-        object.__setattr__(self, "block_out_channels", tuple(self.block_out_channels))
-        ratio = self.temporal_compression_ratio
-        if ratio < 1 or ratio & (ratio - 1):
-            raise VidaxError(f"CogVideoX VAE temporal_compression_ratio {ratio}: must be a "
-                             "power of two (the releases: 4)")
-        for c in self.block_out_channels:
-            if c % self.norm_num_groups:
-                raise VidaxError(f"CogVideoX VAE block_out_channels {self.block_out_channels}: "
-                                 f"each must split into norm_num_groups={self.norm_num_groups}")
-
-    @property
-    def spatial_stride(self) -> int:
-        return 2 ** (len(self.block_out_channels) - 1)
-
-    @property
-    def temporal_levels(self) -> int:
-        """How many of the first down / up blocks resample time (diffusers' ``compress_time``
-        is ``i < log2(temporal_compression_ratio)``)."""
-        return int(self.temporal_compression_ratio).bit_length() - 1
-
-    # ------------------------------------------------------------------ released configs
-    @classmethod
-    def cogvideox_2b(cls) -> CogVideoXVAEConfig:
-        """THUDM/CogVideoX-2b ``vae/config.json``."""
-        return cls(scaling_factor=1.15258426)
-
-    @classmethod
-    def cogvideox_5b(cls) -> CogVideoXVAEConfig:
-        """THUDM/CogVideoX-5b and -5b-I2V."""
-        return cls(scaling_factor=0.7)
-
-    @classmethod
-    def cogvideox1_5_5b(cls) -> CogVideoXVAEConfig:
-        """THUDM/CogVideoX1.5-5B and -5B-I2V (``invert_scale_latents: true``)."""
-        return cls(scaling_factor=0.7, invert_scale_latents=True)
-
-    @classmethod
-    def tiny(cls) -> CogVideoXVAEConfig:
-        """For tests: the released block structure (4 levels, time compressed in the first
-        two, 3 resnets per encoder level and 4 per decoder level) at widths 8-16, 4 groups,
-        4 latent channels."""
-        return cls(block_out_channels=(8, 16, 16, 16), latent_channels=4, norm_num_groups=4)
-
-    # The config.json keys read below, and those accepted without effect: the tiling
-    # defaults (sample_height/width), force_upcast, and latents_mean/std / shift_factor, which
-    # diffusers' CogVideoX code stores but never uses.
-    _UNUSED_KEYS = ("sample_height", "sample_width", "force_upcast", "latents_mean",
-                    "latents_std", "shift_factor")
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> CogVideoXVAEConfig:
-        """From diffusers' ``vae/config.json`` (a manifest's ``config``). Keys starting with
-        ``_`` are ignored; an unknown key, another block type or activation, or enabled quant
-        convs are errors."""
-        d = {k: v for k, v in d.items() if not k.startswith("_")}
-        for key in cls._UNUSED_KEYS:
-            d.pop(key, None)
-        levels = len(d.get("block_out_channels", cls.block_out_channels))
-        for key, kind in (("down_block_types", "CogVideoXDownBlock3D"),
-                          ("up_block_types", "CogVideoXUpBlock3D")):
-            types = d.pop(key, [kind] * levels)
-            if list(types) != [kind] * levels:
-                raise VidaxError(f"AutoencoderKLCogVideoX {key} {types}: only {levels} x "
-                                 f"{kind!r} (every release) is supported")
-        if d.pop("act_fn", "silu") != "silu":
-            raise VidaxError("AutoencoderKLCogVideoX act_fn: only 'silu' (every release) is "
-                             "supported")
-        for key in ("use_quant_conv", "use_post_quant_conv"):
-            if d.pop(key, False):
-                raise VidaxError(f"AutoencoderKLCogVideoX {key}: true is not supported (every "
-                                 "release has it false: no quant_conv tensors)")
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise VidaxError(f"unknown AutoencoderKLCogVideoX config keys {unknown}")
-        if "temporal_compression_ratio" in d:
-            ratio = d["temporal_compression_ratio"]
-            if int(ratio) != ratio:
-                raise VidaxError(f"AutoencoderKLCogVideoX temporal_compression_ratio {ratio}: "
-                                 "must be an integer power of two")
-            d["temporal_compression_ratio"] = int(ratio)
-        return cls(**d)
 
 
 def frame_batches(num_frames: int, per_chunk: int) -> list[tuple[int, int]]:

@@ -48,17 +48,15 @@ accurate of the two (DESIGN.md §7).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 from math import prod
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
 from vidax.errors import VidaxError
+from vidax.models.hunyuan_video.config import HunyuanVideoDiTConfig
 from vidax.nn.attention import attention
 from vidax.nn.embeddings import diffusers_timestep_embedding
 from vidax.nn.layers import Conv, KeyGen, LayerNorm, Linear, RMSNorm
@@ -73,107 +71,6 @@ FREQ_DIM = 256
 REFINER_DEPTH = 2
 # Every LayerNorm / RMSNorm of the model (their code passes eps=1e-6 everywhere).
 EPS = 1e-6
-
-# The authors' named architectures (``HUNYUAN_VIDEO_CONFIG``) that ``from_dict`` resolves a
-# config's ``model`` key through, before the explicit keys override them.
-_NAMED_MODELS: dict[str, dict[str, Any]] = {
-    "HYVideo-T/2": dict(mm_double_blocks_depth=20, mm_single_blocks_depth=40,
-                        rope_dim_list=(16, 56, 56), hidden_size=3072, heads_num=24,
-                        mlp_width_ratio=4.0, guidance_embed=False),
-    "HYVideo-T/2-cfgdistill": dict(mm_double_blocks_depth=20, mm_single_blocks_depth=40,
-                                   rope_dim_list=(16, 56, 56), hidden_size=3072, heads_num=24,
-                                   mlp_width_ratio=4.0, guidance_embed=True),
-}
-# Options of the authors' class for which vidax implements one value: every release's.
-_FIXED = {"qkv_bias": True, "qk_norm": True, "qk_norm_type": "rms", "mlp_act_type": "gelu_tanh",
-          "text_projection": "single_refiner", "use_attention_mask": True}
-
-
-class DiTGeometry:
-    """What the HunyuanVideo 1.0 and 1.5 DiT configs share: the (t, h, w) patch and RoPE split
-    checks and the head / MLP sizes. Subclasses are frozen dataclasses with ``patch_size``,
-    ``rope_dim_list``, ``hidden_size``, ``heads_num`` and ``mlp_width_ratio`` fields, and name
-    themselves in ``_NAME`` for the error messages."""
-
-    _NAME = "HunyuanVideo DiT"
-
-    def __post_init__(self):
-        object.__setattr__(self, "patch_size", tuple(int(p) for p in self.patch_size))
-        object.__setattr__(self, "rope_dim_list", tuple(int(d) for d in self.rope_dim_list))
-        if len(self.patch_size) != 3 or len(self.rope_dim_list) != 3:
-            raise VidaxError(f"{self._NAME} patch_size {self.patch_size} and rope_dim_list "
-                             f"{self.rope_dim_list} must have 3 entries (t, h, w)")
-        if self.hidden_size % self.heads_num:
-            raise VidaxError(f"{self._NAME} hidden_size {self.hidden_size} does not split "
-                             f"into {self.heads_num} heads")
-        if sum(self.rope_dim_list) != self.head_dim or any(d % 2 for d in self.rope_dim_list):
-            raise VidaxError(f"{self._NAME} rope_dim_list {self.rope_dim_list} must be even "
-                             f"sizes summing to the head size {self.head_dim}")
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden_size // self.heads_num
-
-    @property
-    def mlp_dim(self) -> int:
-        return int(self.hidden_size * self.mlp_width_ratio)
-
-
-@dataclass(frozen=True)
-class HunyuanVideoDiTConfig(DiTGeometry):
-    """The authors' ``HYVideoDiffusionTransformer`` hyper-parameters (their argument names)."""
-
-    patch_size: tuple[int, int, int] = (1, 2, 2)
-    in_channels: int = 16
-    out_channels: int = 16
-    hidden_size: int = 3072
-    heads_num: int = 24
-    mlp_width_ratio: float = 4.0
-    mm_double_blocks_depth: int = 20
-    mm_single_blocks_depth: int = 40
-    rope_dim_list: tuple[int, int, int] = (16, 56, 56)
-    rope_theta: float = 256.0
-    guidance_embed: bool = True
-    text_states_dim: int = 4096      # LLaVA-Llama-3-8B hidden size
-    text_states_dim_2: int = 768     # CLIP-L pooled vector
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> HunyuanVideoDiTConfig:
-        """From the authors' model arguments (a manifest's ``config``): ``model`` names one of
-        their ``HUNYUAN_VIDEO_CONFIG`` entries, whose values the explicit keys override, as
-        their ``load_model`` does. Keys starting with ``_`` are ignored; an option with another
-        value than every release's, or an unknown key, is an error."""
-        d = {k: v for k, v in d.items() if not k.startswith("_")}
-        base: dict[str, Any] = {}
-        if "model" in d:
-            name = d.pop("model")
-            if name not in _NAMED_MODELS:
-                raise VidaxError(f"unknown HunyuanVideo DiT model {name!r}; known: "
-                                 f"{', '.join(_NAMED_MODELS)}")
-            base = dict(_NAMED_MODELS[name])
-        for key, value in _FIXED.items():
-            if key in d and d.pop(key) != value:
-                raise VidaxError(f"HunyuanVideo DiT config {key}: only {value!r} (every "
-                                 "release) is implemented")
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(k for k in d if k not in names)
-        if unknown:
-            raise VidaxError(f"unknown HunyuanVideo DiT config keys {unknown}")
-        return cls(**{**base, **d})
-
-    @classmethod
-    def t2v_720p(cls) -> HunyuanVideoDiTConfig:
-        """``hunyuan-video-t2v-720p`` (HYVideo-T/2-cfgdistill): 20 double + 40 single blocks of
-        width 3072, guidance-distilled."""
-        return cls()
-
-    @classmethod
-    def tiny(cls) -> HunyuanVideoDiTConfig:
-        """For tests: tiny widths, every structural feature kept (2 heads of 32 with unequal
-        RoPE axes 8/12/12, like 16/56/56; two blocks of each kind; the guidance embedding)."""
-        return cls(hidden_size=64, heads_num=2, mm_double_blocks_depth=2,
-                   mm_single_blocks_depth=2, rope_dim_list=(8, 12, 12), text_states_dim=32,
-                   text_states_dim_2=24)
 
 
 def _gelu_tanh(x):

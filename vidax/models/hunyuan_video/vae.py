@@ -39,10 +39,7 @@ one-element ``downsamplers`` / ``upsamplers`` / ``attentions`` lists ``downsampl
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-from dataclasses import dataclass
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -50,6 +47,7 @@ import numpy as np
 from flax import nnx
 
 from vidax.errors import VidaxError
+from vidax.models.hunyuan_video.config import HunyuanVideoVAEConfig
 from vidax.nn.attention import attention
 from vidax.nn.causal_conv import CausalConv3d
 from vidax.nn.group_norm import GroupNorm
@@ -62,105 +60,6 @@ LOG_VAR_RANGE = (-30.0, 20.0)
 TILE_FRAMES, TILE_STRIDE = 16, 12
 #: Every GroupNorm of the model (resnets, attention, ``conv_norm_out``): diffusers hard-codes it.
 _EPS = 1e-6
-
-
-@dataclass(frozen=True)
-class HunyuanVideoVAEConfig:
-    """``AutoencoderKLHunyuanVideo``'s hyper-parameters (diffusers' names).
-
-    ``scaling_factor``: latents fed to the DiT are ``mean * scaling_factor`` (no shift).
-    """
-
-    in_channels: int = 3
-    out_channels: int = 3
-    latent_channels: int = 16
-    block_out_channels: tuple[int, ...] = (128, 256, 512, 512)
-    layers_per_block: int = 2
-    norm_num_groups: int = 32
-    scaling_factor: float = 0.476986
-    spatial_compression_ratio: int = 8
-    temporal_compression_ratio: int = 4
-    mid_block_add_attention: bool = True
-
-    def __post_init__(self):
-        object.__setattr__(self, "block_out_channels", tuple(self.block_out_channels))
-        levels = len(self.block_out_channels)
-        if self.temporal_compression_ratio != 4:
-            raise VidaxError(f"HunyuanVideo VAE temporal_compression_ratio "
-                             f"{self.temporal_compression_ratio}: only 4 is supported (the "
-                             "release; diffusers' decoder takes no other)")
-        s = self.spatial_compression_ratio
-        if s < 1 or s & (s - 1) or s.bit_length() - 1 > levels:
-            raise VidaxError(f"HunyuanVideo VAE spatial_compression_ratio {s}: must be a power "
-                             f"of two of at most 2^{levels} ({levels} levels)")
-        if levels < 4:
-            raise VidaxError(f"HunyuanVideo VAE block_out_channels {self.block_out_channels}: "
-                             "4x temporal compression needs at least 4 levels")
-        for c in self.block_out_channels:
-            if c % self.norm_num_groups:
-                raise VidaxError(f"HunyuanVideo VAE block_out_channels {self.block_out_channels}:"
-                                 f" each must split into norm_num_groups={self.norm_num_groups}")
-
-    def resample(self, level: int) -> tuple[int, int]:
-        """(time, space) factors of level ``level``'s down- (encoder) or up-sampler (decoder,
-        counted from its first, widest level): space at the first ``log2(spatial ratio)``
-        levels, time at the two levels before the last (diffusers' ``add_*_downsample`` /
-        ``add_*_upsample`` for a temporal ratio of 4)."""
-        levels = len(self.block_out_channels)
-        space = level < self.spatial_compression_ratio.bit_length() - 1
-        time = levels - 3 <= level < levels - 1
-        return (2 if time else 1), (2 if space else 1)
-
-    # ------------------------------------------------------------------ released configs
-    @classmethod
-    def t2v_720p(cls) -> HunyuanVideoVAEConfig:
-        """``tencent/HunyuanVideo`` ``hunyuan-video-t2v-720p/vae/config.json``."""
-        return cls()
-
-    @classmethod
-    def tiny(cls) -> HunyuanVideoVAEConfig:
-        """For tests: the released structure (4 levels; space halved at levels 0-2, time at
-        levels 1-2; 2 encoder / 3 decoder resnets per level; width changes, hence shortcut convs,
-        where the release has them; mid-block attention) at widths 8-32, 4 groups, 4 latent
-        channels."""
-        return cls(block_out_channels=(8, 16, 32, 32), latent_channels=4, norm_num_groups=4)
-
-    #: config.json keys accepted without effect: the authors' tiling sizes.
-    _UNUSED_KEYS = ("sample_size", "sample_tsize")
-    #: Block types: diffusers' names and the authors' (``AutoencoderKLCausal3D``).
-    _DOWN_TYPES = ("HunyuanVideoDownBlock3D", "DownEncoderBlockCausal3D")
-    _UP_TYPES = ("HunyuanVideoUpBlock3D", "UpDecoderBlockCausal3D")
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> HunyuanVideoVAEConfig:
-        """From the release's ``vae/config.json`` (the authors' keys, as in the manifest) or a
-        diffusers ``AutoencoderKLHunyuanVideo`` ``config.json``. Keys starting with ``_`` are
-        ignored; the authors' ``time_compression_ratio`` is diffusers'
-        ``temporal_compression_ratio``; an unknown key, another block type or activation are
-        errors."""
-        d = {k: v for k, v in d.items() if not k.startswith("_")}
-        for key in cls._UNUSED_KEYS:
-            d.pop(key, None)
-        if "time_compression_ratio" in d:
-            ratio = d.pop("time_compression_ratio")
-            if d.setdefault("temporal_compression_ratio", ratio) != ratio:
-                raise VidaxError("HunyuanVideo VAE config: time_compression_ratio and "
-                                 "temporal_compression_ratio disagree")
-        levels = len(d.get("block_out_channels", cls.block_out_channels))
-        for key, kinds in (("down_block_types", cls._DOWN_TYPES),
-                           ("up_block_types", cls._UP_TYPES)):
-            types = list(d.pop(key, [kinds[0]] * levels))
-            if len(types) != levels or any(t != types[0] for t in types) or \
-                    types[0] not in kinds:
-                raise VidaxError(f"HunyuanVideo VAE {key} {types}: only {levels} x one of "
-                                 f"{list(kinds)} is supported")
-        if d.pop("act_fn", "silu") != "silu":
-            raise VidaxError("HunyuanVideo VAE act_fn: only 'silu' (the release) is supported")
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise VidaxError(f"unknown HunyuanVideo VAE config keys {unknown}")
-        return cls(**d)
 
 
 class CausalConv(nnx.Module):

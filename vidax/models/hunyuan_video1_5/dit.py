@@ -65,9 +65,6 @@ that file (exact where the authors' sparse kernel approximates).
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -76,13 +73,13 @@ from flax import nnx
 from vidax.errors import VidaxError
 from vidax.models.hunyuan_video.dit import (
     COMPUTE_DTYPES,
-    DiTGeometry,
     FinalLayer,
     HunyuanVideoDiT,
     MMDoubleStreamBlock,
     SingleTokenRefiner,
     TimestepEmbedder,
 )
+from vidax.models.hunyuan_video1_5.config import HunyuanVideo15DiTConfig
 from vidax.nn.layers import Conv, Embedding, KeyGen, LayerNorm, Linear
 from vidax.nn.rope import axial_rope
 
@@ -91,102 +88,6 @@ _F32 = jnp.float32
 TORCH_LN_EPS = 1e-5
 # ``cond_type_embedding`` rows.
 COND_TEXT, COND_BYT5, COND_VISION = 0, 1, 2
-
-# Options of the authors' class for which vidax implements one value: every release's.
-_FIXED = {"mm_single_blocks_depth": 0, "qkv_bias": True, "qk_norm": True, "qk_norm_type": "rms",
-          "mlp_act_type": "gelu_tanh", "text_projection": "single_refiner",
-          "use_attention_mask": True, "glyph_byT5_v2": True, "vision_projection": "linear",
-          "use_cond_type_embedding": True, "guidance_embed": False, "text_pool_type": None,
-          "text_states_dim_2": None, "is_reshape_temporal_channels": False,
-          "concat_condition": True}
-# Keys that choose the attention kernel (flash / SSTA block-sparse); vidax always runs dense
-# attention through ``vidax.nn.attention``, so they have no effect here.
-_KERNEL_KEYS = ("attn_mode", "attn_param")
-
-
-@dataclass(frozen=True)
-class HunyuanVideo15DiTConfig(DiTGeometry):
-    """The authors' ``HunyuanVideo_1_5_DiffusionTransformer`` hyper-parameters (their argument
-    names; ``byt5_states_dim`` / ``byt5_hidden_dim`` are their hard-coded ``ByT5Mapper(in_dim=
-    1472, hidden_dim=2048, out_dim=2048)``)."""
-
-    _NAME = "HunyuanVideo-1.5 DiT"
-
-    patch_size: tuple[int, int, int] = (1, 1, 1)
-    in_channels: int = 32            # latent channels; img_in sees 2 * in_channels + 1
-    out_channels: int = 32
-    hidden_size: int = 2048
-    heads_num: int = 16
-    mlp_width_ratio: float = 4.0
-    mm_double_blocks_depth: int = 54
-    rope_dim_list: tuple[int, int, int] = (16, 56, 56)
-    rope_theta: float = 256.0
-    use_meanflow: bool = False       # step-distilled: ``time_r_in``
-    text_states_dim: int = 3584      # Qwen2.5-VL-7B hidden size
-    vision_states_dim: int = 1152    # SigLIP so400m
-    byt5_states_dim: int = 1472      # byT5-small d_model
-    byt5_hidden_dim: int = 2048
-    ideal_resolution: str | None = None   # pipeline hints ("480p" / "720p"), no effect here
-    ideal_task: str | None = None         # "t2v" / "i2v"
-
-    @property
-    def img_in_channels(self) -> int:
-        """``concat_condition``: [noisy latent | condition latent | mask]."""
-        return 2 * self.in_channels + 1
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> HunyuanVideo15DiTConfig:
-        """From a release's ``transformer/<variant>/config.json`` (a manifest's ``config``).
-        Keys starting with ``_`` and the attention-kernel keys are ignored; an option with
-        another value than every release's, or an unknown key, is an error."""
-        d = {k: v for k, v in d.items() if not k.startswith("_") and k not in _KERNEL_KEYS}
-        for key, value in _FIXED.items():
-            if key in d and d.pop(key) != value:
-                raise VidaxError(f"HunyuanVideo-1.5 DiT config {key}: only {value!r} (every "
-                                 "release) is implemented")
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(k for k in d if k not in names)
-        if unknown:
-            raise VidaxError(f"unknown HunyuanVideo-1.5 DiT config keys {unknown}")
-        return cls(**d)
-
-    # The releases (``transformer/<variant>``). All share one tensor set except the
-    # step-distilled one; the cfg-distilled ones differ only in their weights.
-    @classmethod
-    def t2v_480p(cls) -> HunyuanVideo15DiTConfig:
-        return cls(ideal_resolution="480p", ideal_task="t2v")
-
-    @classmethod
-    def i2v_480p(cls) -> HunyuanVideo15DiTConfig:
-        return cls(ideal_resolution="480p", ideal_task="i2v")
-
-    @classmethod
-    def t2v_720p(cls) -> HunyuanVideo15DiTConfig:
-        return cls(ideal_resolution="720p", ideal_task="t2v")
-
-    @classmethod
-    def i2v_720p(cls) -> HunyuanVideo15DiTConfig:
-        return cls(ideal_resolution="720p", ideal_task="i2v")
-
-    t2v_480p_distilled = t2v_480p
-    i2v_480p_distilled = i2v_480p
-    i2v_720p_distilled = i2v_720p
-    i2v_720p_distilled_sparse = i2v_720p   # SSTA: a kernel choice, same weights and config
-
-    @classmethod
-    def i2v_480p_step_distilled(cls) -> HunyuanVideo15DiTConfig:
-        """MeanFlow step distillation: ``time_r_in`` embeds the interval end ``t_r``."""
-        return cls(ideal_resolution="480p", ideal_task="i2v", use_meanflow=True)
-
-    @classmethod
-    def tiny(cls) -> HunyuanVideo15DiTConfig:
-        """For tests: tiny widths, every structural feature of the base releases kept (2 heads
-        of 32 with unequal RoPE axes, 2 double blocks, all three condition streams;
-        ``dataclasses.replace(..., use_meanflow=True)`` adds ``time_r_in``). The byT5
-        mapper's hidden width stays the authors' hard-coded 2048."""
-        return cls(in_channels=4, out_channels=4, hidden_size=64, heads_num=2,
-                   mm_double_blocks_depth=2, rope_dim_list=(8, 12, 12), text_states_dim=32,
-                   vision_states_dim=24, byt5_states_dim=20)
 
 
 def _gelu(x):

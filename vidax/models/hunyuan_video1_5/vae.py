@@ -43,11 +43,7 @@ Module names mirror the authors' (``encoder.down.N.block.M``, ``down.N.downsampl
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import math
-from dataclasses import dataclass
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -56,169 +52,13 @@ from flax import nnx
 
 from vidax.errors import VidaxError
 from vidax.models.hunyuan_video.vae import CausalConv
+from vidax.models.hunyuan_video1_5.config import HunyuanVideo15VAEConfig, Resampler
 from vidax.models.wan2_1.vae import RMSNorm
 from vidax.nn.attention import attention
 from vidax.nn.layers import Conv, KeyGen
 
 #: diffusers' ``DiagonalGaussianDistribution`` clamps the log-variance to this range.
 LOG_VAR_RANGE = (-30.0, 20.0)
-
-
-@dataclass(frozen=True)
-class Resampler:
-    """One down- or upsampler: its level's input and output widths and whether it also
-    resamples time (space is always halved / doubled)."""
-
-    in_ch: int
-    out_ch: int
-    temporal: bool
-
-    @property
-    def factor(self) -> int:
-        """Positions folded into channels: 2x2 in space, times 2 in time."""
-        return 8 if self.temporal else 4
-
-
-@dataclass(frozen=True)
-class HunyuanVideo15VAEConfig:
-    """``AutoencoderKLConv3D``'s hyper-parameters (diffusers' names for the two ratios; the
-    authors' ``ffactor_spatial`` / ``ffactor_temporal`` are read by :meth:`from_dict`).
-
-    ``scaling_factor``: latents fed to the DiT are ``mean * scaling_factor`` (no shift).
-    """
-
-    in_channels: int = 3
-    out_channels: int = 3
-    latent_channels: int = 32
-    block_out_channels: tuple[int, ...] = (128, 256, 512, 1024, 1024)
-    layers_per_block: int = 2
-    spatial_compression_ratio: int = 16
-    temporal_compression_ratio: int = 4
-    downsample_match_channel: bool = True
-    upsample_match_channel: bool = True
-    scaling_factor: float = 1.03682
-
-    def __post_init__(self):
-        object.__setattr__(self, "block_out_channels", tuple(self.block_out_channels))
-        chs, levels = self.block_out_channels, len(self.block_out_channels)
-        for name in ("spatial_compression_ratio", "temporal_compression_ratio"):
-            r = getattr(self, name)
-            if r < 1 or r & (r - 1) or r.bit_length() > levels:
-                raise VidaxError(f"HunyuanVideo-1.5 VAE {name} {r}: must be a power of two "
-                                 f"of at most 2^{levels - 1} ({levels} levels)")
-        if self.temporal_compression_ratio > self.spatial_compression_ratio:
-            raise VidaxError("HunyuanVideo-1.5 VAE: temporal_compression_ratio above "
-                             "spatial_compression_ratio (time is only resampled together "
-                             "with space)")
-        if chs[-1] % (2 * self.latent_channels):
-            raise VidaxError(f"HunyuanVideo-1.5 VAE block_out_channels {chs}: the last width "
-                             f"must be a multiple of 2 x latent_channels "
-                             f"({2 * self.latent_channels}) for the encoder's and decoder's "
-                             "channel shortcuts")
-        for where, in_ch, out_ch in self._resnet_widths():
-            if in_ch != out_ch:
-                raise VidaxError(f"HunyuanVideo-1.5 VAE config: the {where} residual blocks "
-                                 f"would change width {in_ch} -> {out_ch} (a 'nin_shortcut' "
-                                 "conv, which no release has, is not supported)")
-        for r in self.downsamplers():
-            # conv to out/f channels; shortcut groups of f*in/out (half that for a first frame)
-            if r and (r.out_ch % r.factor or r.in_ch * r.factor % r.out_ch
-                      or r.temporal and r.in_ch * r.factor // r.out_ch % 2):
-                self._refuse_resampler("downsampler", r)
-        for r in self.upsamplers():
-            # repeats f*out/in (half that after unfolding a first frame's in/4 channels)
-            if r and (r.out_ch * r.factor % r.in_ch
-                      or r.temporal and (r.in_ch % 4 or r.out_ch * r.factor // r.in_ch % 2)):
-                self._refuse_resampler("upsampler", r)
-
-    def _refuse_resampler(self, where: str, r: Resampler):
-        raise VidaxError(f"HunyuanVideo-1.5 VAE block_out_channels {self.block_out_channels}: "
-                         f"the {where} {r.in_ch} -> {r.out_ch} channels "
-                         f"({'space-time' if r.temporal else 'space'}) does not fold into "
-                         "whole channel groups")
-
-    def downsamplers(self) -> list[Resampler | None]:
-        """Per encoder level (authors' ``Encoder.__init__``): space halved at the first
-        ``log2(spatial)`` levels, time too at the last ``log2(temporal)`` of those; the
-        output width is the next level's (``downsample_match_channel``) or unchanged."""
-        chs = self.block_out_channels
-        n_space = int(math.log2(self.spatial_compression_ratio))
-        first_time = n_space - int(math.log2(self.temporal_compression_ratio))
-        out = []
-        for i, ch in enumerate(chs):
-            if i < n_space:
-                nxt = chs[i + 1] if self.downsample_match_channel else ch
-                out.append(Resampler(ch, nxt, temporal=i >= first_time))
-            else:
-                out.append(None)
-        return out
-
-    def upsamplers(self) -> list[Resampler | None]:
-        """Per decoder level (widest first, authors' ``Decoder.__init__``): space doubled at
-        the first ``log2(spatial)`` levels, time at the first ``log2(temporal)``."""
-        chs = self.block_out_channels[::-1]
-        n_space = int(math.log2(self.spatial_compression_ratio))
-        n_time = int(math.log2(self.temporal_compression_ratio))
-        out = []
-        for i, ch in enumerate(chs):
-            if i < max(n_space, n_time):
-                nxt = chs[i + 1] if self.upsample_match_channel else ch
-                out.append(Resampler(ch, nxt, temporal=i < n_time))
-            else:
-                out.append(None)
-        return out
-
-    def _resnet_widths(self):
-        """(where, input width, output width) of each level's first residual block."""
-        for where, chs, samplers in (("encoder", self.block_out_channels, self.downsamplers()),
-                                     ("decoder", self.block_out_channels[::-1],
-                                      self.upsamplers())):
-            block_in = chs[0]
-            for i, (ch, r) in enumerate(zip(chs, samplers)):
-                yield f"{where} level {i}", block_in, ch
-                block_in = r.out_ch if r else ch
-
-    # ------------------------------------------------------------------ released configs
-    @classmethod
-    def base(cls) -> HunyuanVideo15VAEConfig:
-        """``tencent/HunyuanVideo-1.5`` ``vae/config.json`` (shared by every DiT variant)."""
-        return cls()
-
-    @classmethod
-    def tiny(cls) -> HunyuanVideo15VAEConfig:
-        """For tests: the released structure (5 levels; space halved at levels 0-3, time
-        at 2-3; decoder time doubled at levels 0-1, space at 0-3; 2 encoder / 3 decoder
-        resnets per level; no nin_shortcut) at widths 8-64 and 4 latent channels."""
-        return cls(block_out_channels=(8, 16, 32, 64, 64), latent_channels=4)
-
-    #: config.json keys accepted without effect: the authors' tiling sizes, and a shift
-    #: that the release leaves unset (checked to be null).
-    _UNUSED_KEYS = ("sample_size", "sample_tsize")
-    _AUTHORS_KEYS = {"ffactor_spatial": "spatial_compression_ratio",
-                     "ffactor_temporal": "temporal_compression_ratio"}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> HunyuanVideo15VAEConfig:
-        """From the release's ``vae/config.json`` (the authors' keys, as in the manifest) or
-        a diffusers ``AutoencoderKLHunyuanVideo15`` ``config.json``. Keys starting with ``_``
-        are ignored; an unknown key or a non-null ``shift_factor`` is an error."""
-        d = {k: v for k, v in d.items() if not k.startswith("_")}
-        for key in cls._UNUSED_KEYS:
-            d.pop(key, None)
-        if d.pop("shift_factor", None) is not None:
-            raise VidaxError("HunyuanVideo-1.5 VAE config: a shift_factor is not supported "
-                             "(the release has none)")
-        for authors, ours in cls._AUTHORS_KEYS.items():
-            if authors in d:
-                value = d.pop(authors)
-                if d.setdefault(ours, value) != value:
-                    raise VidaxError(f"HunyuanVideo-1.5 VAE config: {authors} and {ours} "
-                                     "disagree")
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise VidaxError(f"unknown HunyuanVideo-1.5 VAE config keys {unknown}")
-        return cls(**d)
 
 
 # ------------------------------------------------------------------------- layout helpers

@@ -68,11 +68,9 @@ the 2.5 paths have no oracle here.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -80,6 +78,7 @@ import numpy as np
 from flax import nnx
 
 from vidax.errors import VidaxError
+from vidax.models.ltx2_5.config import LTX2DiTConfig
 from vidax.models.ltx_video.dit import CombinedTimestepEmbedding, TextProjection
 from vidax.nn.attention import attention
 from vidax.nn.layers import KeyGen, Linear, RMSNorm, init_param
@@ -87,182 +86,6 @@ from vidax.nn.layers import KeyGen, Linear, RMSNorm, init_param
 _F32 = jnp.float32
 #: ltx-core builds the connectors with their default RoPE theta, not the DiT's config value.
 CONNECTOR_THETA = 10000.0
-
-
-@dataclass(frozen=True)
-class LTX2DiTConfig:
-    """The authors' ``LTXModel`` (and connector) arguments that shape the model.
-
-    Defaults are the LTX-2 19B release. :meth:`from_dict` reads the ``transformer`` section of
-    a release file's embedded metadata config (``config["transformer"]``).
-    """
-
-    num_attention_heads: int = 32
-    attention_head_dim: int = 128
-    in_channels: int = 128
-    out_channels: int = 128
-    num_layers: int = 48
-    cross_attention_dim: int = 4096
-    norm_eps: float = 1e-6
-    positional_embedding_theta: float = 10000.0
-    positional_embedding_max_pos: tuple[int, ...] = (20, 2048, 2048)
-    timestep_scale_multiplier: float = 1000.0
-    audio_num_attention_heads: int = 32
-    audio_attention_head_dim: int = 64
-    audio_in_channels: int = 128
-    audio_out_channels: int = 128
-    audio_cross_attention_dim: int = 2048
-    audio_positional_embedding_max_pos: tuple[int, ...] = (20,)
-    av_ca_timestep_scale_multiplier: float = 1000.0
-    apply_gated_attention: bool = False          # 2.3+: to_gate_logits in every DiT attention
-    cross_attention_adaln: bool = False          # 2.3+: 9-row tables, prompt AdaLN
-    caption_channels: int = 3840
-    caption_proj_before_connector: bool = False  # 2.3+: no caption_projection in the DiT
-    ff_bias: bool = True                         # 2.5: the video FFN has no biases
-    use_keyframes_abs_pos_embedding: bool = False  # 2.5
-    # What the AV cross-attention's scale/shift AdaLN reads: "cross_sigma" (the other stream's
-    # sigma: PyPI ltx-core 1.0.0, the tested oracle) or "own" (this stream's per-token
-    # timesteps: the authors' later code, Lightricks/LTX-2@d5b526e, the only code that loads
-    # 2.5). Not in the file's config; see the module docstring.
-    av_ca_scale_shift_timestep: str = "cross_sigma"
-    # the text connectors (Embeddings1DConnector x 2)
-    connector_num_attention_heads: int = 30
-    connector_attention_head_dim: int = 128
-    connector_num_layers: int = 2
-    audio_connector_num_attention_heads: int = 30
-    audio_connector_attention_head_dim: int = 128
-    audio_connector_num_layers: int = 2
-    connector_num_learnable_registers: int = 128
-    connector_positional_embedding_max_pos: tuple[int, ...] = (4096,)
-    connector_apply_gated_attention: bool = False
-
-    def __post_init__(self):
-        for name in ("positional_embedding_max_pos", "audio_positional_embedding_max_pos",
-                     "connector_positional_embedding_max_pos"):
-            object.__setattr__(self, name, tuple(int(p) for p in getattr(self, name)))
-        if len(self.positional_embedding_max_pos) != 3:
-            raise VidaxError("LTX-2 DiT positional_embedding_max_pos needs 3 entries (time, "
-                             f"height, width), got {self.positional_embedding_max_pos}")
-        if len(self.audio_positional_embedding_max_pos) != 1 or len(
-                self.connector_positional_embedding_max_pos) != 1:
-            raise VidaxError("LTX-2 DiT audio and connector max_pos take one entry (time)")
-        if self.av_ca_scale_shift_timestep not in ("cross_sigma", "own"):
-            raise VidaxError("LTX-2 DiT av_ca_scale_shift_timestep must be 'cross_sigma' or "
-                             f"'own', got {self.av_ca_scale_shift_timestep!r}")
-        if self.audio_cross_attention_dim != self.audio_inner_dim:
-            raise VidaxError(
-                f"LTX-2 DiT audio_cross_attention_dim {self.audio_cross_attention_dim} must "
-                f"equal the audio inner dim {self.audio_inner_dim}: the audio<->video "
-                "attentions run at that width with the audio head layout")
-
-    @property
-    def inner_dim(self) -> int:
-        return self.num_attention_heads * self.attention_head_dim
-
-    @property
-    def audio_inner_dim(self) -> int:
-        return self.audio_num_attention_heads * self.audio_attention_head_dim
-
-    @property
-    def num_ada(self) -> int:
-        """Rows of the per-block modulation tables: 6, plus 3 with ``cross_attention_adaln``."""
-        return 9 if self.cross_attention_adaln else 6
-
-    # ------------------------------------------------------------------ presets
-    @classmethod
-    def ltx2_19b(cls) -> LTX2DiTConfig:
-        """``ltx-2-19b-{dev,distilled}``: 48 blocks, video 32 x 128, audio 32 x 64, caption
-        projections in the DiT, 2-layer 30 x 128 connectors."""
-        return cls()
-
-    @classmethod
-    def ltx2_3_22b(cls) -> LTX2DiTConfig:
-        """``ltx-2.3-22b-*``: gated attention, cross-attention AdaLN, the caption projection
-        moved to the text side, 8-layer connectors at each stream's width."""
-        return cls(apply_gated_attention=True, cross_attention_adaln=True,
-                   caption_proj_before_connector=True, connector_num_attention_heads=32,
-                   connector_attention_head_dim=128, connector_num_layers=8,
-                   audio_connector_num_attention_heads=32, audio_connector_attention_head_dim=64,
-                   audio_connector_num_layers=8, connector_apply_gated_attention=True)
-
-    @classmethod
-    def ltx2_5_22b(cls) -> LTX2DiTConfig:
-        """``ltx-2.5-22b-*``: 2.3's structure, the video FFN without biases, the keyframe
-        position embedding, and the AV scale/shift timestep of the code that loads 2.5."""
-        return dataclasses.replace(cls.ltx2_3_22b(), ff_bias=False,
-                                   use_keyframes_abs_pos_embedding=True,
-                                   av_ca_scale_shift_timestep="own")
-
-    @classmethod
-    def tiny(cls) -> LTX2DiTConfig:
-        """For tests: video 2 x 16, audio 2 x 8, 2 blocks, 1-layer 2 x 12 connectors (their
-        128 registers are fixed in ltx-core); the 19B structure."""
-        return cls(num_attention_heads=2, attention_head_dim=16, in_channels=16, out_channels=16,
-                   num_layers=2, cross_attention_dim=32, audio_num_attention_heads=2,
-                   audio_attention_head_dim=8, audio_in_channels=8, audio_out_channels=8,
-                   audio_cross_attention_dim=16, caption_channels=24,
-                   connector_num_attention_heads=2, connector_attention_head_dim=12,
-                   connector_num_layers=1, audio_connector_num_attention_heads=2,
-                   audio_connector_attention_head_dim=12, audio_connector_num_layers=1)
-
-    # ------------------------------------------------------------------ from_dict
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> LTX2DiTConfig:
-        """From ``config["transformer"]`` of a release file (``AVTransformer3DModel`` kwargs),
-        with ltx-core's defaults for missing keys (``LTXModelConfigurator`` and the connector
-        configurators). Values that select an architecture vidax does not implement are
-        errors."""
-        for key, (default, supported) in _FIXED.items():
-            value = d.get(key, default)
-            if value != supported:
-                raise VidaxError(f"LTX-2 transformer config {key}={value!r}: vidax implements "
-                                 f"{key}={supported!r} (what every LTX-2 release uses)")
-        heads = d.get("connector_num_attention_heads", 30)
-        head_dim = d.get("connector_attention_head_dim", 128)
-        layers = d.get("connector_num_layers", 2)
-        kwargs = {k: d.get(k, default) for k, default in _LTX_CORE_DEFAULTS.items()}
-        kwargs.update(
-            connector_num_attention_heads=heads, connector_attention_head_dim=head_dim,
-            connector_num_layers=layers,
-            audio_connector_num_attention_heads=d.get("audio_connector_num_attention_heads",
-                                                      heads),
-            audio_connector_attention_head_dim=d.get("audio_connector_attention_head_dim",
-                                                     head_dim),
-            audio_connector_num_layers=d.get("audio_connector_num_layers", layers),
-            # ltx-core builds every connector with its default of 128 registers
-            connector_num_learnable_registers=128,
-            # only the authors' later code (own timesteps) loads the 2.5 files (keyframes)
-            av_ca_scale_shift_timestep=("own" if kwargs["use_keyframes_abs_pos_embedding"]
-                                        else "cross_sigma"))
-        return cls(**kwargs)
-
-
-# ltx-core's defaults (LTXModelConfigurator.from_config, Embeddings1DConnectorConfigurator)
-# for the config fields read from the file.
-_LTX_CORE_DEFAULTS = {
-    "num_attention_heads": 32, "attention_head_dim": 128, "in_channels": 128,
-    "out_channels": 128, "num_layers": 48, "cross_attention_dim": 4096, "norm_eps": 1e-6,
-    "positional_embedding_theta": 10000.0, "positional_embedding_max_pos": (20, 2048, 2048),
-    "timestep_scale_multiplier": 1000, "audio_num_attention_heads": 32,
-    "audio_attention_head_dim": 64, "audio_in_channels": 128, "audio_out_channels": 128,
-    "audio_cross_attention_dim": 2048, "audio_positional_embedding_max_pos": (20,),
-    "av_ca_timestep_scale_multiplier": 1, "apply_gated_attention": False,
-    "cross_attention_adaln": False, "caption_channels": 3840,
-    "caption_proj_before_connector": False, "ff_bias": True,
-    "use_keyframes_abs_pos_embedding": False, "connector_positional_embedding_max_pos": (1,),
-    "connector_apply_gated_attention": False}
-# key -> (ltx-core's default, the only value implemented).
-_FIXED = {"rope_type": ("interleaved", "split"),
-          "frequencies_precision": (False, "float64"),
-          "use_middle_indices_grid": (True, True),
-          "activation_fn": (None, "gelu-approximate"),
-          "qk_norm": (None, "rms_norm"),
-          "standardization_norm": (None, "rms_norm"),
-          "norm_elementwise_affine": (None, False),
-          "attention_bias": (None, True),
-          "use_audio_video_cross_attention": (None, True),
-          "av_cross_ada_norm": (None, True),
-          "share_ff": (None, False)}
 
 
 class Modality(NamedTuple):

@@ -28,82 +28,14 @@ upcast), then the projection in the parameters' dtype.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
 from vidax.errors import VidaxError
+from vidax.models.ltx2_5.config import LTX2TextProjectionConfig
 from vidax.nn.layers import KeyGen, Linear
-
-# ltx-core's _V2_EXPECTED_CONFIG: these DiT config keys with these values select V2
-_V2_KEYS = {"caption_proj_before_connector": True, "caption_projection_first_linear": False,
-            "caption_proj_input_norm": False, "caption_projection_second_linear": False}
-
-
-@dataclass(frozen=True)
-class LTX2TextProjectionConfig:
-    """``version`` 1 (one ``aggregate_embed`` to ``embedding_dim``) or 2 (video and audio
-    projections to ``video_dim`` / ``audio_dim``). ``embedding_dim`` and ``num_layers`` are
-    the Gemma hidden size and hidden-state count (ltx-core takes them from its fixed Gemma 3
-    12B config)."""
-
-    version: int = 2
-    embedding_dim: int = 3840
-    num_layers: int = 49
-    video_dim: int = 4096
-    audio_dim: int = 2048
-
-    def __post_init__(self):
-        if self.version not in (1, 2):
-            raise VidaxError(f"LTX-2 text projection version {self.version}: ltx-core has "
-                             "versions 1 (LTX-2 19B) and 2 (LTX-2.3, 2.5)")
-
-    @property
-    def flat_dim(self) -> int:
-        return self.embedding_dim * self.num_layers
-
-    # ------------------------------------------------------------------ presets
-    @classmethod
-    def ltx2_19b(cls) -> LTX2TextProjectionConfig:
-        """LTX-2 19B: V1, 188160 -> 3840 for both connectors."""
-        return cls(version=1, video_dim=3840, audio_dim=3840)
-
-    @classmethod
-    def ltx2_3_22b(cls) -> LTX2TextProjectionConfig:
-        """LTX-2.3 22B (and LTX-2.5, whose projection sits in its text-encoder file): V2,
-        video 32 x 128 = 4096, audio 32 x 64 = 2048."""
-        return cls()
-
-    @classmethod
-    def tiny(cls) -> LTX2TextProjectionConfig:
-        return cls(embedding_dim=16, num_layers=4, video_dim=24, audio_dim=12)
-
-    # ------------------------------------------------------------------ from_dict
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> LTX2TextProjectionConfig:
-        """From an LTX-2.x DiT config (the metadata's ``config["transformer"]``, or the
-        whole ``config``), as ltx-core's ``_create_feature_extractor``: none of the V2 keys
-        -> V1; all four with their expected values -> V2 with the DiT's video and audio
-        inner dims; anything else is an error. The Gemma side is Gemma 3 12B's (3840 x 49),
-        as ltx-core fixes it."""
-        t = d.get("transformer", d)
-        if not t.keys() & _V2_KEYS.keys():
-            return cls.ltx2_19b()
-        wrong = sorted(k for k in _V2_KEYS if t.get(k, not _V2_KEYS[k]) != _V2_KEYS[k])
-        if wrong:
-            raise VidaxError(f"LTX-2 DiT config with an unknown text-projection setup: "
-                             f"{', '.join(f'{k}={t.get(k)!r}' for k in wrong)} (ltx-core "
-                             f"knows V1, without these keys, and V2 = {_V2_KEYS})")
-        try:
-            return cls(version=2,
-                       video_dim=t["num_attention_heads"] * t["attention_head_dim"],
-                       audio_dim=t["audio_num_attention_heads"] * t["audio_attention_head_dim"])
-        except KeyError as e:
-            raise VidaxError(f"LTX-2 DiT config has no {e.args[0]!r}, which sizes the text "
-                             "projection") from e
 
 
 # ---------------------------------------------------------------------------- functions

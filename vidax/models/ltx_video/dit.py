@@ -54,11 +54,8 @@ the highest frequencies, within what float32 RoPE at these angles can resolve an
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -66,6 +63,7 @@ import numpy as np
 from flax import nnx
 
 from vidax.errors import VidaxError
+from vidax.models.ltx_video.config import LTXVideoDiTConfig
 from vidax.nn.attention import attention
 from vidax.nn.embeddings import diffusers_timestep_embedding
 from vidax.nn.layers import KeyGen, Linear, RMSNorm, init_param
@@ -81,126 +79,6 @@ TIMESTEP_CHANNELS = 256
 QK_NORM_EPS = 1e-5
 NORM_OUT_EPS = 1e-6
 MASK_BIAS = -10000.0
-
-
-@dataclass(frozen=True)
-class LTXVideoDiTConfig:
-    """The authors' ``Transformer3DModel`` arguments that shape the model.
-
-    Defaults are the 13B 0.9.8 release. :meth:`from_dict` reads the ``transformer`` section
-    of a release file's embedded metadata config.
-    """
-
-    num_attention_heads: int = 32
-    attention_head_dim: int = 128
-    in_channels: int = 128
-    out_channels: int = 128
-    num_layers: int = 48
-    cross_attention_dim: int = 4096
-    caption_channels: int = 4096
-    attention_bias: bool = True
-    norm_eps: float = 1e-6
-    positional_embedding_theta: float = 10000.0
-    positional_embedding_max_pos: tuple[int, int, int] = (20, 2048, 2048)
-    timestep_scale_multiplier: float | None = 1000.0
-    causal_temporal_positioning: bool = True
-
-    def __post_init__(self):
-        object.__setattr__(self, "positional_embedding_max_pos",
-                           tuple(int(p) for p in self.positional_embedding_max_pos))
-        if len(self.positional_embedding_max_pos) != 3:
-            raise VidaxError("LTX-Video DiT positional_embedding_max_pos needs 3 entries "
-                             f"(time, height, width), got {self.positional_embedding_max_pos}")
-        if self.cross_attention_dim != self.inner_dim:
-            raise VidaxError(
-                f"LTX-Video DiT cross_attention_dim {self.cross_attention_dim} must equal "
-                f"num_attention_heads x attention_head_dim = {self.inner_dim}: the authors' "
-                "forward feeds the caption projection's inner_dim features to cross-attention")
-        if self.inner_dim < 6:
-            raise VidaxError(f"LTX-Video DiT inner dim {self.inner_dim} is too small for 3-axis "
-                             "RoPE (at least 6)")
-
-    @property
-    def inner_dim(self) -> int:
-        return self.num_attention_heads * self.attention_head_dim
-
-    # ------------------------------------------------------------------ presets
-    @classmethod
-    def ltxv_13b_0_9_8_dev(cls) -> LTXVideoDiTConfig:
-        """``ltxv-13b-0.9.8-dev``: 48 layers, 32 heads x 128."""
-        return cls()
-
-    @classmethod
-    def ltxv_13b_0_9_8_distilled(cls) -> LTXVideoDiTConfig:
-        """``ltxv-13b-0.9.8-distilled``: the dev model's architecture."""
-        return cls()
-
-    @classmethod
-    def ltxv_2b_0_9_8_distilled(cls) -> LTXVideoDiTConfig:
-        """``ltxv-2b-0.9.8-distilled``: 28 layers, 32 heads x 64 (no 2B 0.9.8 dev exists)."""
-        return cls(attention_head_dim=64, num_layers=28, cross_attention_dim=2048)
-
-    @classmethod
-    def tiny(cls) -> LTXVideoDiTConfig:
-        """For tests: inner dim 32 (5 RoPE frequencies per axis, 2 unrotated features),
-        caption channels unlike the inner dim, every structural feature kept."""
-        return cls(num_attention_heads=2, attention_head_dim=16, in_channels=16,
-                   out_channels=16, num_layers=2, cross_attention_dim=32, caption_channels=24)
-
-    # ------------------------------------------------------------------ from_dict
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> LTXVideoDiTConfig:
-        """From ``Transformer3DModel`` kwargs (a release file's ``config["transformer"]``).
-
-        Missing keys take the authors' ``__init__`` defaults, as their ``from_config`` does.
-        Keys that select an architecture vidax does not implement are errors; keys without
-        effect on inference are accepted and dropped.
-        """
-        fields = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(k for k in d if k not in fields and k not in _FIXED
-                         and k not in _NO_EFFECT and not k.startswith("_"))
-        if unknown:
-            raise VidaxError(f"unknown LTX-Video transformer config keys {unknown}")
-        for key, (default, supported) in _FIXED.items():
-            value = d.get(key, default)
-            if value != supported:
-                raise VidaxError(
-                    f"LTX-Video transformer config {key}={value!r}: vidax implements the "
-                    f"0.9.x architecture ({key}={supported!r})")
-        kwargs = {k: d.get(k, _AUTHORS_DEFAULTS.get(k)) for k in fields
-                  if k in d or k in _AUTHORS_DEFAULTS}
-        for key in ("in_channels", "cross_attention_dim", "caption_channels",
-                    "positional_embedding_theta", "positional_embedding_max_pos"):
-            if kwargs.get(key) is None:
-                raise VidaxError(f"LTX-Video transformer config has no {key}; every released "
-                                 "LTX-Video DiT sets it")
-        if kwargs.get("out_channels") is None:
-            kwargs["out_channels"] = kwargs["in_channels"]
-        return cls(**kwargs)
-
-
-# The authors' __init__ defaults for the fields above that a config may omit.
-_AUTHORS_DEFAULTS = {"num_attention_heads": 16, "attention_head_dim": 88, "in_channels": None,
-                     "out_channels": None, "num_layers": 1, "cross_attention_dim": None,
-                     "caption_channels": None, "attention_bias": False, "norm_eps": 1e-5,
-                     "positional_embedding_theta": None, "positional_embedding_max_pos": None,
-                     "timestep_scale_multiplier": None, "causal_temporal_positioning": False}
-# key -> (the authors' default, the only value implemented): the 0.9.x architecture.
-_FIXED = {"activation_fn": ("geglu", "gelu-approximate"),
-          "adaptive_norm": ("single_scale_shift", "single_scale_shift"),
-          "standardization_norm": ("layer_norm", "rms_norm"),
-          "norm_elementwise_affine": (True, False),
-          "qk_norm": (None, "rms_norm"),
-          "positional_embedding_type": ("rope", "rope"),
-          "only_cross_attention": (False, False),
-          "double_self_attention": (False, False),
-          "attention_type": ("default", "default"),
-          "num_vector_embeds": (None, None)}
-# Stored in the config but without effect on the inference forward pass (dropout is off;
-# the others are never read by the layers the 0.9.x settings build, or steer only a TPU
-# kernel); ``project_to_2d_pos`` is not even an argument of the authors' __init__.
-_NO_EFFECT = {"dropout", "norm_num_groups", "num_embeds_ada_norm", "upcast_attention",
-              "use_linear_projection", "use_tpu_flash_attention", "project_to_2d_pos"}
 
 
 # ---------------------------------------------------------------------------- functions

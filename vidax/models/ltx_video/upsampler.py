@@ -17,76 +17,16 @@ first output frame dropped (the causal first frame stays one frame). GroupNorm e
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
 from vidax.errors import VidaxError
+from vidax.models.ltx_video.config import GROUPS, LTXVideoUpsamplerConfig
 from vidax.models.ltx_video.vae import depth_to_space
 from vidax.nn.group_norm import GroupNorm
 from vidax.nn.layers import Conv, KeyGen
-
-GROUPS = 32
-
-
-@dataclass(frozen=True)
-class LTXVideoUpsamplerConfig:
-    """The authors' ``LatentUpsampler`` arguments; defaults: the 0.9.8 spatial upscaler."""
-
-    in_channels: int = 128
-    mid_channels: int = 512
-    num_blocks_per_stage: int = 4
-    spatial_upsample: bool = True
-    temporal_upsample: bool = False
-
-    def __post_init__(self):
-        if not (self.spatial_upsample or self.temporal_upsample):
-            raise VidaxError("LTX-Video latent upsampler: spatial_upsample or temporal_upsample "
-                             "must be true")
-        if self.mid_channels % GROUPS:
-            raise VidaxError(f"LTX-Video latent upsampler mid_channels {self.mid_channels} must "
-                             f"be a multiple of {GROUPS} (its GroupNorm groups)")
-
-    @property
-    def stride(self) -> tuple[int, int, int]:
-        """The (time, height, width) upsampling factors."""
-        t = 2 if self.temporal_upsample else 1
-        s = 2 if self.spatial_upsample else 1
-        return (t, s, s)
-
-    @classmethod
-    def spatial_0_9_8(cls) -> LTXVideoUpsamplerConfig:
-        """``ltxv-spatial-upscaler-0.9.8.safetensors``: 128 -> 512 channels, 4 + 4 ResBlocks,
-        2x H and W (the file's metadata config carries these numbers and is read first)."""
-        return cls()
-
-    @classmethod
-    def tiny(cls, temporal: bool = False) -> LTXVideoUpsamplerConfig:
-        """For tests: 16 latent channels, 64 mid channels (2 per GroupNorm group), 2 + 2 blocks."""
-        return cls(in_channels=16, mid_channels=64, num_blocks_per_stage=2,
-                   spatial_upsample=not temporal, temporal_upsample=temporal)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> LTXVideoUpsamplerConfig:
-        """From the file's metadata ``config`` (the authors' ``LatentUpsampler.config()``),
-        with their ``from_config`` defaults for omitted keys."""
-        if d.get("_class_name", "LatentUpsampler") != "LatentUpsampler":
-            raise VidaxError(f"LTX-Video latent upsampler config _class_name "
-                             f"{d['_class_name']!r}: vidax reads LatentUpsampler configs")
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(k for k in d if k not in names | {"dims"} and not k.startswith("_"))
-        if unknown:
-            raise VidaxError(f"unknown LTX-Video latent upsampler config keys {unknown}")
-        if d.get("dims", 2) != 3:
-            raise VidaxError(f"LTX-Video latent upsampler dims={d.get('dims', 2)}: vidax "
-                             "implements the released dims=3 upsamplers")
-        defaults = {"in_channels": 4, "mid_channels": 128, "num_blocks_per_stage": 4,
-                    "spatial_upsample": True, "temporal_upsample": False}
-        return cls(**{k: d.get(k, v) for k, v in defaults.items()})
 
 
 class ResBlock(nnx.Module):

@@ -57,10 +57,7 @@ math (:mod:`vidax.nn.rope`).
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
 from math import prod
-from typing import Any
 from collections.abc import Callable
 
 import jax
@@ -68,124 +65,17 @@ import jax.numpy as jnp
 from flax import nnx
 
 from vidax.errors import VidaxError
+from vidax.models.wan2_1.config import CLIP_DIM, CLIP_TOKENS, FLF2V_CLIP_TOKENS, WanDiTConfig
 from vidax.nn.attention import attention
 from vidax.nn.embeddings import sinusoidal_embedding
 from vidax.nn.layers import Conv, KeyGen, LayerNorm, Linear, RMSNorm, init_param
 from vidax.nn.rope import apply_rope, axial_rope
 
-MODEL_TYPES = ("t2v", "i2v", "flf2v")
 #: The DiT's compute dtypes (see the module docstring).
 COMPUTE_DTYPES = (jnp.float32, jnp.bfloat16)
 _F32 = jnp.float32
-# The image branch's width is fixed in the authors' code (``MLPProj(1280, dim)``): the
-# hidden size of the CLIP ViT-H/14 whose features it takes.
-CLIP_DIM = 1280
-# CLIP tokens per image (256 patches + class token) and flf2v's two images
-# (``FIRST_LAST_FRAME_CONTEXT_TOKEN_NUMBER``), which ``img_emb.emb_pos`` covers.
-CLIP_TOKENS = 257
-FLF2V_CLIP_TOKENS = 2 * CLIP_TOKENS
 # ``img_emb`` uses torch.nn.LayerNorm's default eps, not the model's.
 IMG_EMB_EPS = 1e-5
-
-
-@dataclass(frozen=True)
-class WanDiTConfig:
-    """The authors' ``WanModel`` hyper-parameters; the defaults are their ``__init__``'s.
-
-    Those defaults matter: the released ``config.json`` files omit the keys the authors list
-    in ``ignore_for_config`` (patch_size, cross_attn_norm, qk_norm, text_dim, window_size),
-    so :meth:`from_dict` falls back to them exactly as ``WanModel.from_pretrained`` does.
-    """
-
-    model_type: str = "t2v"
-    patch_size: tuple[int, int, int] = (1, 2, 2)
-    text_len: int = 512
-    in_dim: int = 16
-    dim: int = 2048
-    ffn_dim: int = 8192
-    freq_dim: int = 256
-    text_dim: int = 4096
-    out_dim: int = 16
-    num_heads: int = 16
-    num_layers: int = 32
-    window_size: tuple[int, int] = (-1, -1)
-    qk_norm: bool = True
-    cross_attn_norm: bool = True
-    eps: float = 1e-6
-
-    def __post_init__(self):
-        object.__setattr__(self, "patch_size", tuple(int(p) for p in self.patch_size))
-        object.__setattr__(self, "window_size", tuple(int(w) for w in self.window_size))
-        if self.model_type not in MODEL_TYPES:
-            raise VidaxError(f"Wan2.1 DiT model_type must be one of {MODEL_TYPES}, "
-                             f"got {self.model_type!r}")
-        if len(self.patch_size) != 3:
-            raise VidaxError(f"Wan2.1 DiT patch_size must have 3 entries, got {self.patch_size}")
-        if self.window_size != (-1, -1):
-            raise VidaxError(f"Wan2.1 DiT window_size {self.window_size}: only global attention "
-                             "(-1, -1) is implemented, the setting of every released checkpoint")
-        if self.dim % self.num_heads or (self.dim // self.num_heads) % 2:
-            raise VidaxError(f"Wan2.1 DiT dim {self.dim} must split into {self.num_heads} heads "
-                             "of an even size")
-
-    @property
-    def head_dim(self) -> int:
-        return self.dim // self.num_heads
-
-    @property
-    def rope_axis_dims(self) -> tuple[int, int, int]:
-        """Real RoPE dims per (t, h, w) axis: ``d - 4(d//6), 2(d//6), 2(d//6)`` (44/42/42)."""
-        d = self.head_dim
-        return d - 4 * (d // 6), 2 * (d // 6), 2 * (d // 6)
-
-    @property
-    def has_image_branch(self) -> bool:
-        return self.model_type in ("i2v", "flf2v")
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> WanDiTConfig:
-        """From the authors' ``config.json`` or a manifest's ``config``.
-
-        Keys starting with ``_`` (diffusers' ``ConfigMixin`` bookkeeping: ``_class_name``,
-        ``_diffusers_version``, ``_name_or_path``) are ignored; any other unknown key is an
-        error, since it means a different architecture (e.g. VACE's ``vace_layers``).
-        """
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(k for k in d if k not in names and not k.startswith("_"))
-        if unknown:
-            raise VidaxError(f"unknown Wan2.1 DiT config keys {unknown}")
-        return cls(**{k: v for k, v in d.items() if k in names})
-
-    @classmethod
-    def t2v_1_3b(cls) -> WanDiTConfig:
-        return cls(model_type="t2v", in_dim=16, dim=1536, ffn_dim=8960, num_heads=12,
-                   num_layers=30)
-
-    @classmethod
-    def t2v_14b(cls) -> WanDiTConfig:
-        """Wan2.1-T2V-14B (and T2I-14B)."""
-        return cls(model_type="t2v", in_dim=16, dim=5120, ffn_dim=13824, num_heads=40,
-                   num_layers=40)
-
-    @classmethod
-    def i2v_14b(cls) -> WanDiTConfig:
-        """Wan2.1-I2V-14B-480P and -720P (same config)."""
-        return dataclasses.replace(cls.t2v_14b(), model_type="i2v", in_dim=36)
-
-    @classmethod
-    def flf2v_14b(cls) -> WanDiTConfig:
-        """Wan2.1-FLF2V-14B-720P."""
-        return dataclasses.replace(cls.t2v_14b(), model_type="flf2v", in_dim=36)
-
-    @classmethod
-    def tiny(cls, model_type: str = "t2v") -> WanDiTConfig:
-        """For tests: tiny widths, every structural feature kept.
-
-        head_dim 16 gives RoPE axes 8/4/4 (unequal, like 44/42/42); text_len stays 512
-        because the authors split image from text tokens by a hard-coded 512.
-        """
-        return cls(model_type=model_type, in_dim=16 if model_type == "t2v" else 36, dim=64,
-                   ffn_dim=128, text_dim=32, num_heads=4, num_layers=2)
 
 
 class _MLP(nnx.Module):

@@ -42,11 +42,8 @@ authors (torch)                       vidax
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import itertools
-from dataclasses import dataclass
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -54,93 +51,11 @@ import numpy as np
 from flax import nnx
 
 from vidax.errors import VidaxError
+from vidax.models.wan2_1.config import (  # noqa: F401  (the statistics: importable from here too)
+    WAN2_1_LATENTS_MEAN, WAN2_1_LATENTS_STD, WanVAEConfig)
 from vidax.nn.attention import attention
 from vidax.nn.causal_conv import CausalConv3d, ChunkCache
 from vidax.nn.layers import Conv, KeyGen
-
-# The latent statistics of the released VAE: constants of the authors' ``Wan2_1_VAE`` wrapper
-# (not stored in the file). Latents are normalised as ``(mu - mean) * (1 / std)``.
-WAN2_1_LATENTS_MEAN = (-0.7571, -0.7089, -0.9113, 0.1075, -0.1745, 0.9653, -0.1517, 1.5508,
-                       0.4134, -0.0715, 0.5517, -0.3632, -0.1922, -0.9497, 0.2503, -0.2921)
-WAN2_1_LATENTS_STD = (2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743,
-                      3.2687, 2.1526, 2.8652, 1.5579, 1.6382, 1.1253, 2.8251, 1.9160)
-
-
-@dataclass(frozen=True)
-class WanVAEConfig:
-    """The authors' ``WanVAE_`` hyper-parameters plus the latent statistics.
-
-    ``temporal_downsample`` is the authors' ``temperal_downsample`` (their spelling is
-    accepted by :meth:`from_dict`); the decoder upsamples in the reverse order.
-    """
-
-    dim: int = 96
-    z_dim: int = 16
-    dim_mult: tuple[int, ...] = (1, 2, 4, 4)
-    num_res_blocks: int = 2
-    temporal_downsample: tuple[bool, ...] = (False, True, True)
-    latents_mean: tuple[float, ...] = WAN2_1_LATENTS_MEAN
-    latents_std: tuple[float, ...] = WAN2_1_LATENTS_STD
-
-    def __post_init__(self):
-        for name in ("dim_mult", "temporal_downsample", "latents_mean", "latents_std"):
-            object.__setattr__(self, name, tuple(getattr(self, name)))
-        if len(self.dim_mult) != 4:
-            # The decoder's channel halving after each upsampling is written for four levels
-            # (``if i == 1 or i == 2 or i == 3`` in the authors' Decoder3d).
-            raise VidaxError(f"Wan2.1 VAE dim_mult must have 4 levels, got {self.dim_mult}")
-        if len(self.temporal_downsample) != len(self.dim_mult) - 1:
-            raise VidaxError(f"Wan2.1 VAE temporal_downsample needs {len(self.dim_mult) - 1} "
-                             f"entries, got {self.temporal_downsample}")
-        if sum(self.temporal_downsample) != 2:
-            # Chunks of 1 + 4k frames and 4n+1 <-> n+1 assume a temporal stride of 4.
-            raise VidaxError("Wan2.1 VAE: exactly two levels must downsample in time (stride 4), "
-                             f"got temporal_downsample {self.temporal_downsample}")
-        if len(self.latents_mean) != self.z_dim or len(self.latents_std) != self.z_dim:
-            raise VidaxError(f"Wan2.1 VAE latents_mean/std need z_dim={self.z_dim} values each, "
-                             f"got {len(self.latents_mean)} and {len(self.latents_std)}")
-
-    @property
-    def spatial_stride(self) -> int:
-        return 2 ** (len(self.dim_mult) - 1)
-
-    @property
-    def temporal_stride(self) -> int:
-        return 2 ** sum(self.temporal_downsample)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> WanVAEConfig:
-        """From the authors' ``WanVAE_`` keyword arguments (a manifest's ``config``).
-
-        ``attn_scales`` must be empty (the released setting; the authors' chunked
-        encode/decode cannot run attention inside the down/up blocks) and ``dropout`` is
-        accepted and unused (inference). Keys starting with ``_`` are ignored; any other
-        unknown key is an error.
-        """
-        d = dict(d)
-        if d.pop("attn_scales", []):
-            raise VidaxError(f"Wan2.1 VAE attn_scales {d.get('attn_scales')}: only [] (the "
-                             "released setting) is supported")
-        d.pop("dropout", None)
-        if "temperal_downsample" in d:
-            d["temporal_downsample"] = d.pop("temperal_downsample")
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(k for k in d if k not in names and not k.startswith("_"))
-        if unknown:
-            raise VidaxError(f"unknown Wan2.1 VAE config keys {unknown}")
-        return cls(**{k: v for k, v in d.items() if k in names})
-
-    @classmethod
-    def wan2_1(cls) -> WanVAEConfig:
-        """``Wan2.1_VAE.pth`` (every Wan2.1 release, Wan2.2 A14B, Cosmos-Predict2.5)."""
-        return cls()
-
-    @classmethod
-    def tiny(cls) -> WanVAEConfig:
-        """For tests: the released block structure at width 8 and 4 latent channels (their
-        statistics: the first 4 released values)."""
-        return cls(dim=8, z_dim=4, latents_mean=WAN2_1_LATENTS_MEAN[:4],
-                   latents_std=WAN2_1_LATENTS_STD[:4])
 
 
 class RMSNorm(nnx.Module):
@@ -436,7 +351,6 @@ class ChunkedVideoVAE(nnx.Module):
             frames.append(np.asarray(out))
         video = np.concatenate(frames, axis=1)
         return np.clip(video, -1.0, 1.0) if clamp else video
-
 
 
 class WanVAE(ChunkedVideoVAE):

@@ -30,119 +30,17 @@ Module names mirror the authors', with the Wan2.1 VAE's names for ``nn.Sequentia
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
-from dataclasses import dataclass
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from vidax.errors import VidaxError
 from vidax.models.wan2_1 import vae as wan21
+from vidax.models.wan2_2.config import (  # noqa: F401  (the statistics: importable from here too)
+    PATCH, RGB, WAN2_2_LATENTS_MEAN, WAN2_2_LATENTS_STD, Wan22VAEConfig)
 from vidax.nn.causal_conv import CausalConv3d, ChunkCache
 from vidax.nn.layers import Conv, KeyGen
-
-# The latent statistics of the released VAE: constants of the authors' ``Wan2_2_VAE`` wrapper
-# (not stored in the file). Latents are normalised as ``(mu - mean) * (1 / std)``.
-WAN2_2_LATENTS_MEAN = (
-    -0.2289, -0.0052, -0.1323, -0.2339, -0.2799, 0.0174, 0.1838, 0.1557, -0.1382, 0.0542,
-    0.2813, 0.0891, 0.1570, -0.0098, 0.0375, -0.1825, -0.2246, -0.1207, -0.0698, 0.5109,
-    0.2665, -0.2108, -0.2158, 0.2502, -0.2055, -0.0322, 0.1109, 0.1567, -0.0729, 0.0899,
-    -0.2799, -0.1230, -0.0313, -0.1649, 0.0117, 0.0723, -0.2839, -0.2083, -0.0520, 0.3748,
-    0.0152, 0.1957, 0.1433, -0.2944, 0.3573, -0.0548, -0.1681, -0.0667)
-WAN2_2_LATENTS_STD = (
-    0.4765, 1.0364, 0.4514, 1.1677, 0.5313, 0.4990, 0.4818, 0.5013, 0.8158, 1.0344,
-    0.5894, 1.0901, 0.6885, 0.6165, 0.8454, 0.4978, 0.5759, 0.3523, 0.7135, 0.6804,
-    0.5833, 1.4146, 0.8986, 0.5659, 0.7069, 0.5338, 0.4889, 0.4917, 0.4069, 0.4999,
-    0.6866, 0.4093, 0.5709, 0.6065, 0.6415, 0.4944, 0.5726, 1.2042, 0.5458, 1.6887,
-    0.3971, 1.0600, 0.3943, 0.5537, 0.5444, 0.4089, 0.7468, 0.7744)
-#: The pixel patch of the authors' ``patchify`` / ``unpatchify`` (hard-coded 2 there, and
-#: the trunk's 12 input / output channels with it).
-PATCH = 2
-RGB = 3
-
-
-@dataclass(frozen=True)
-class Wan22VAEConfig:
-    """The authors' ``WanVAE_`` (vae2_2) hyper-parameters plus the latent statistics.
-
-    ``dim`` is the encoder's base width (``c_dim`` of the ``Wan2_2_VAE`` wrapper) and
-    ``dec_dim`` the decoder's; ``temporal_downsample`` is the authors'
-    ``temperal_downsample`` (accepted by :meth:`from_dict`).
-    """
-
-    dim: int = 160
-    dec_dim: int = 256
-    z_dim: int = 48
-    dim_mult: tuple[int, ...] = (1, 2, 4, 4)
-    num_res_blocks: int = 2
-    temporal_downsample: tuple[bool, ...] = (False, True, True)
-    latents_mean: tuple[float, ...] = WAN2_2_LATENTS_MEAN
-    latents_std: tuple[float, ...] = WAN2_2_LATENTS_STD
-
-    def __post_init__(self):
-        for name in ("dim_mult", "temporal_downsample", "latents_mean", "latents_std"):
-            object.__setattr__(self, name, tuple(getattr(self, name)))
-        if len(self.dim_mult) < 2:
-            raise VidaxError(f"Wan2.2 VAE dim_mult needs at least 2 levels, got {self.dim_mult}")
-        if len(self.temporal_downsample) > len(self.dim_mult) - 1 or sum(
-                self.temporal_downsample) != 2:
-            # Chunks of 1 + 4k frames and 4n+1 <-> n+1 assume a temporal stride of 4.
-            raise VidaxError("Wan2.2 VAE: exactly two of the first "
-                             f"{len(self.dim_mult) - 1} levels must downsample in time "
-                             f"(stride 4), got temporal_downsample {self.temporal_downsample}")
-        if len(self.latents_mean) != self.z_dim or len(self.latents_std) != self.z_dim:
-            raise VidaxError(f"Wan2.2 VAE latents_mean/std need z_dim={self.z_dim} values each, "
-                             f"got {len(self.latents_mean)} and {len(self.latents_std)}")
-
-    @property
-    def spatial_stride(self) -> int:
-        return PATCH * 2 ** (len(self.dim_mult) - 1)
-
-    @property
-    def temporal_stride(self) -> int:
-        return 2 ** sum(self.temporal_downsample)
-
-    def temporal(self, level: int) -> bool:
-        """Whether down level ``level`` halves time (the authors pad the list with False)."""
-        return level < len(self.temporal_downsample) and self.temporal_downsample[level]
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Wan22VAEConfig:
-        """From the authors' ``WanVAE_`` keyword arguments (a manifest's ``config``).
-
-        ``attn_scales`` must be empty (the released setting) and ``dropout`` is accepted and
-        unused (inference); ``c_dim`` (the wrapper's name of ``dim``) is accepted. Keys
-        starting with ``_`` are ignored; any other unknown key is an error.
-        """
-        d = dict(d)
-        if d.pop("attn_scales", []):
-            raise VidaxError("Wan2.2 VAE attn_scales: only [] (the released setting) is "
-                             "supported")
-        d.pop("dropout", None)
-        for theirs, ours in (("temperal_downsample", "temporal_downsample"), ("c_dim", "dim")):
-            if theirs in d:
-                d[ours] = d.pop(theirs)
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(k for k in d if k not in names and not k.startswith("_"))
-        if unknown:
-            raise VidaxError(f"unknown Wan2.2 VAE config keys {unknown}")
-        return cls(**{k: v for k, v in d.items() if k in names})
-
-    @classmethod
-    def wan2_2(cls) -> Wan22VAEConfig:
-        """``Wan2.2_VAE.pth`` (TI2V-5B; Cosmos3's VAE in diffusers' layout)."""
-        return cls()
-
-    @classmethod
-    def tiny(cls) -> Wan22VAEConfig:
-        """For tests: the released block structure with encoder width 8, decoder width 12
-        (unequal, as released) and 4 latent channels (their statistics: the first 4 released
-        values)."""
-        return cls(dim=8, dec_dim=12, z_dim=4, latents_mean=WAN2_2_LATENTS_MEAN[:4],
-                   latents_std=WAN2_2_LATENTS_STD[:4])
 
 
 # ----------------------------------------------------------------------------- pixel patches

@@ -35,7 +35,7 @@ DIT = Mapper(
 register(ComponentSpec(
     model_type="cogvideox", component="dit", layout="diffusers",
     model="vidax.models.cogvideox.dit:CogVideoXDiT",
-    config="vidax.models.cogvideox.dit:CogVideoXDiTConfig",
+    config="vidax.models.cogvideox.config:CogVideoXDiTConfig",
     mapper="vidax.translator.mappings.cogvideox:DIT",
     variants={"2b": "cogvideox_2b", "5b": "cogvideox_5b", "5b-i2v": "cogvideox_5b_i2v",
               "1.5-5b": "cogvideox1_5_5b", "1.5-5b-i2v": "cogvideox1_5_5b_i2v"},
@@ -67,7 +67,7 @@ VAE = Mapper(
 register(ComponentSpec(
     model_type="cogvideox", component="vae", layout="diffusers",
     model="vidax.models.cogvideox.vae:CogVideoXVAE",
-    config="vidax.models.cogvideox.vae:CogVideoXVAEConfig",
+    config="vidax.models.cogvideox.config:CogVideoXVAEConfig",
     mapper="vidax.translator.mappings.cogvideox:VAE",
     variants={"2b": "cogvideox_2b", "5b": "cogvideox_5b", "5b-i2v": "cogvideox_5b",
               "1.5-5b": "cogvideox1_5_5b", "1.5-5b-i2v": "cogvideox1_5_5b"},

@@ -1,9 +1,29 @@
-"""Rule sets several families share. A family's mapper concatenates them with its own
-rules (a mapper's ``rules`` is a plain tuple)."""
+"""What several mapping modules share: rule sets (a family's mapper concatenates them with its
+own rules; a mapper's ``rules`` is a plain tuple) and helpers."""
 
+from __future__ import annotations
+
+import json
+
+from vidax.errors import VidaxError
 from vidax.translator.mapping import Ignore
 
 #: TransformerEngine keeps serialized FP8 metadata next to its weights (Cosmos, LTX-2.x).
 TRANSFORMER_ENGINE_EXTRA_STATE = (
     Ignore(r".*\._extra_state", "TransformerEngine FP8 metadata, not a weight"),
 )
+
+
+def metadata_config(metadata: dict[str, str], source: str) -> dict | None:
+    """The JSON object in a safetensors ``__metadata__["config"]`` (LTX-Video and LTX-2.x
+    single files), or None where the file has none."""
+    if "config" not in metadata:
+        return None
+    try:
+        config = json.loads(metadata["config"])
+    except ValueError as e:
+        raise VidaxError(f"{source}: the safetensors metadata 'config' is not valid JSON "
+                         f"({e})") from e
+    if not isinstance(config, dict):
+        raise VidaxError(f"{source}: the safetensors metadata 'config' is not a JSON object")
+    return config

@@ -83,7 +83,7 @@ _VARIANTS = {"predict-2b-pre-trained": "predict_2b", "predict-2b-post-trained": 
 register(ComponentSpec(
     model_type="cosmos2_5", component="dit", layout="original",
     model="vidax.models.cosmos2_5.dit:CosmosDiT",
-    config="vidax.models.cosmos2_5.dit:CosmosDiTConfig",
+    config="vidax.models.cosmos2_5.config:CosmosDiTConfig",
     mapper="vidax.translator.mappings.cosmos2_5:DIT",
     variants=dict(_VARIANTS),
     files=("*_ema_bf16.pt",),
@@ -93,7 +93,7 @@ register(ComponentSpec(
 register(ComponentSpec(
     model_type="cosmos2_5", component="dit", layout="diffusers",
     model="vidax.models.cosmos2_5.dit:CosmosDiT",
-    config="vidax.models.cosmos2_5.dit:CosmosDiTConfig",
+    config="vidax.models.cosmos2_5.config:CosmosDiTConfig",
     mapper="vidax.translator.mappings.cosmos2_5:DIT_DIFFUSERS",
     variants=dict(_VARIANTS),
     files=("transformer/diffusion_pytorch_model.safetensors.index.json",

@@ -38,7 +38,8 @@ DIT = Mapper(
 
 register(ComponentSpec(
     model_type="cosmos3", component="dit", layout="diffusers",
-    model="vidax.models.cosmos3.dit:Cosmos3DiT", config="vidax.models.cosmos3.dit:Cosmos3DiTConfig",
+    model="vidax.models.cosmos3.dit:Cosmos3DiT",
+    config="vidax.models.cosmos3.config:Cosmos3DiTConfig",
     mapper="vidax.translator.mappings.cosmos3:DIT",
     variants={"nano": "nano", "edge": "edge"},
     files=("transformer/diffusion_pytorch_model.safetensors.index.json",

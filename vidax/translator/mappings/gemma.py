@@ -1,5 +1,6 @@
-"""LTX-2 / LTX-2.3's text path before the connectors: the Gemma 3 language model
-(``vidax.models.gemma.model``) and the text embedding projection (``vidax.models.ltx2_5.text``).
+"""LTX-2 / LTX-2.3's text encoder: the Gemma 3 language model in transformers' layouts ->
+``vidax.models.gemma.model`` (the text embedding projection after it is LTX-2's own:
+``vidax.translator.mappings.ltx2_5``).
 
 Gemma 3 (``gemma`` / ``text_encoder``, layout ``transformers``): one mapper for every layout
 the language model is stored in, since only the prefix differs:
@@ -16,20 +17,12 @@ A file mixing two of these maps two tensors on one parameter, which the mapper r
 No manifest covers the Gemma 3 folder (``families/ltx.md`` §6), so it is registered under
 its own model_type with no alias into ``ltx2_5``. LTX-2.5's text encoder is Gemma 4 (a
 different decoder: K-equals-V global layers, per-layer scalars), not this model.
-
-Text projection (``ltx2_5`` / ``text_projection``, layout ``original``): the
-``text_embedding_projection.*`` tensors of the LTX-2 19B and LTX-2.3 monoliths (and of
-LTX-2.5's text-encoder file), whose names are ltx-core's ``FeatureExtractorV1/V2``
-attributes. The version and sizes come from the file's ``__metadata__`` DiT config, as
-ltx-core decides them.
 """
 
 from __future__ import annotations
 
-from vidax.errors import VidaxError
 from vidax.registry import ComponentSpec, register
 from vidax.translator.mapping import Ignore, Mapper, Rename, Transform
-from vidax.translator.mappings.ltx_video import _metadata_config
 
 GEMMA = Mapper(
     name="gemma.text_encoder",
@@ -53,7 +46,7 @@ GEMMA = Mapper(
 register(ComponentSpec(
     model_type="gemma", component="text_encoder", layout="transformers",
     model="vidax.models.gemma.model:GemmaModel",
-    config="vidax.models.gemma.model:GemmaConfig",
+    config="vidax.models.gemma.config:GemmaConfig",
     mapper="vidax.translator.mappings.gemma:GEMMA",
     variants={"gemma-3-12b-it": "gemma_3_12b",
               "gemma-3-12b-it-qat-q4_0-unquantized": "gemma_3_12b"},
@@ -61,47 +54,4 @@ register(ComponentSpec(
     description="Gemma 3 language model as a text encoder (LTX-2 19B and LTX-2.3: "
                 "gemma-3-12b-it-qat-q4_0-unquantized, all 49 hidden states); lm_head, vision "
                 "tower and projector ignored",
-))
-
-# Names are ltx-core's FeatureExtractorV1/V2 attributes, which vidax's module keeps; the
-# converter transposes the Linear weights.
-TEXT_PROJECTION = Mapper(
-    name="ltx2_5.text_projection",
-    description="LTX-2.x text embedding projection, authors' layout (ltx-core "
-                "FeatureExtractorV1 aggregate_embed / V2 {video,audio}_aggregate_embed)",
-    rules=(),
-)
-
-
-def text_projection_config(metadata: dict[str, str], source: str):
-    """The projection config of an LTX-2.x release file, from its metadata DiT config
-    (``config["transformer"]``), or None where the file carries none (LTX-2.5's text-encoder
-    file: pass ``variant="2.5"``)."""
-    from vidax.models.ltx2_5.text import LTX2TextProjectionConfig
-
-    config = _metadata_config(metadata, source)
-    if config is None:
-        return None
-    if not isinstance(config.get("transformer"), dict):
-        raise VidaxError(f"{source}: the metadata config has no 'transformer' section (it has "
-                         f"{sorted(config)}), which decides the text projection's version; is "
-                         "this an LTX-2 release file?")
-    return LTX2TextProjectionConfig.from_dict(config["transformer"])
-
-
-register(ComponentSpec(
-    model_type="ltx2_5", component="text_projection", layout="original",
-    model="vidax.models.ltx2_5.text:LTX2TextProjection",
-    config="vidax.models.ltx2_5.text:LTX2TextProjectionConfig",
-    mapper="vidax.translator.mappings.gemma:TEXT_PROJECTION",
-    variants={"2.0-19b-dev": "ltx2_19b", "2.0-19b-distilled": "ltx2_19b",
-              "2.3-22b-dev": "ltx2_3_22b", "2.3-22b-distilled": "ltx2_3_22b",
-              "2.5": "ltx2_3_22b"},
-    prefix="text_embedding_projection.",
-    files=("ltx-2-19b-dev.safetensors", "ltx-2-19b-distilled.safetensors",
-           "ltx-2.3-22b-dev.safetensors", "ltx-2.3-22b-distilled*.safetensors",
-           "gemma4-12b-with-proj-ltx-2.5*.safetensors"),
-    config_from_metadata="vidax.translator.mappings.gemma:text_projection_config",
-    description="LTX-2.x text embedding projection (Gemma hidden states -> the connectors' "
-                "input; V1 in the 19B, V2 in 2.3 and 2.5), inside the release file",
 ))

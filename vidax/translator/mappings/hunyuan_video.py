@@ -48,7 +48,7 @@ DIT = Mapper(
 register(ComponentSpec(
     model_type="hunyuan_video", component="dit", layout="original",
     model="vidax.models.hunyuan_video.dit:HunyuanVideoDiT",
-    config="vidax.models.hunyuan_video.dit:HunyuanVideoDiTConfig",
+    config="vidax.models.hunyuan_video.config:HunyuanVideoDiTConfig",
     mapper="vidax.translator.mappings.hunyuan_video:DIT",
     variants={"t2v-720p": "t2v_720p"},
     files=("transformers/mp_rank_00_model_states.pt",),
@@ -80,7 +80,7 @@ VAE = Mapper(
 register(ComponentSpec(
     model_type="hunyuan_video", component="vae", layout="original",
     model="vidax.models.hunyuan_video.vae:HunyuanVideoVAE",
-    config="vidax.models.hunyuan_video.vae:HunyuanVideoVAEConfig",
+    config="vidax.models.hunyuan_video.config:HunyuanVideoVAEConfig",
     mapper="vidax.translator.mappings.hunyuan_video:VAE",
     variants={"t2v-720p": "t2v_720p"},
     files=("vae/pytorch_model.pt",),

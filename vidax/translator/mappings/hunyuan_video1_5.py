@@ -49,7 +49,7 @@ def _preset(variant: str) -> str:
 register(ComponentSpec(
     model_type="hunyuan_video1_5", component="dit", layout="original",
     model="vidax.models.hunyuan_video1_5.dit:HunyuanVideo15DiT",
-    config="vidax.models.hunyuan_video1_5.dit:HunyuanVideo15DiTConfig",
+    config="vidax.models.hunyuan_video1_5.config:HunyuanVideo15DiTConfig",
     mapper="vidax.translator.mappings.hunyuan_video1_5:DIT",
     variants={v: _preset(v) for v in _DIT_VARIANTS},
     files=("transformer/*/diffusion_pytorch_model.safetensors",),
@@ -80,7 +80,7 @@ VAE = Mapper(
 register(ComponentSpec(
     model_type="hunyuan_video1_5", component="vae", layout="original",
     model="vidax.models.hunyuan_video1_5.vae:HunyuanVideo15VAE",
-    config="vidax.models.hunyuan_video1_5.vae:HunyuanVideo15VAEConfig",
+    config="vidax.models.hunyuan_video1_5.config:HunyuanVideo15VAEConfig",
     mapper="vidax.translator.mappings.hunyuan_video1_5:VAE",
     variants={"base": "base"},
     files=("vae/diffusion_pytorch_model.safetensors",),

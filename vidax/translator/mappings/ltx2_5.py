@@ -1,5 +1,6 @@
 """LTX-2.x (LTX-2 19B, LTX-2.3 22B, LTX-2.5 22B): the authors' single-file layout ->
-``vidax.models.ltx2_5.dit``.
+``vidax.models.ltx2_5.dit``, and its text projection (``vidax.models.ltx2_5.text``); the video
+VAE is LTX-Video's model, whose mappers are in ``vidax.translator.mappings.ltx_video``.
 
 The 2.0 and 2.3 releases are one file per model (``ltx-2-19b-dev.safetensors``, ...) holding
 the DiT under ``model.diffusion_model.``, next to ``text_embedding_projection.``, ``vae.``,
@@ -14,10 +15,11 @@ vidax's DiT tree (``LTX2DiT.connect_text``). ltx-core builds every model from th
 from __future__ import annotations
 
 from vidax.errors import VidaxError
+from vidax.models.ltx2_5.config import (LTX2DiTConfig, LTX2TextProjectionConfig,
+                                        LTX2VideoVAEConfig)
 from vidax.registry import ComponentSpec, register
 from vidax.translator.mapping import Mapper, Rename
-from vidax.translator.mappings.ltx_video import VAE as LTX_VIDEO_VAE
-from vidax.translator.mappings.ltx_video import _metadata_config
+from vidax.translator.mappings.common import metadata_config
 
 # Module names are ltx-core's (vidax.models.ltx2_5.dit); two nn.Sequential indices become names.
 # The converter does the rest: Linear weights transposed, q/k norm weights -> scale; the
@@ -36,9 +38,7 @@ DIT = Mapper(
 
 def dit_config(metadata: dict[str, str], source: str):
     """The DiT config of an LTX-2.x release file (``config["transformer"]``), or None."""
-    from vidax.models.ltx2_5.dit import LTX2DiTConfig
-
-    config = _metadata_config(metadata, source)
+    config = metadata_config(metadata, source)
     if config is None:
         return None
     if not isinstance(config.get("transformer"), dict):
@@ -50,7 +50,7 @@ def dit_config(metadata: dict[str, str], source: str):
 register(ComponentSpec(
     model_type="ltx2_5", component="dit", layout="original",
     model="vidax.models.ltx2_5.dit:LTX2DiT",
-    config="vidax.models.ltx2_5.dit:LTX2DiTConfig",
+    config="vidax.models.ltx2_5.config:LTX2DiTConfig",
     mapper="vidax.translator.mappings.ltx2_5:DIT",
     variants={"2.0-19b-dev": "ltx2_19b", "2.0-19b-distilled": "ltx2_19b",
               "2.3-22b-dev": "ltx2_3_22b", "2.3-22b-distilled": "ltx2_3_22b",
@@ -66,25 +66,15 @@ register(ComponentSpec(
 
 
 # ----------------------------------------------------------------------------- VAE
-# ltx-core's VideoEncoder / VideoDecoder keep the LTX-Video VAE's module names and flat block
-# numbering, so the model is vidax.models.ltx_video.vae.LTXVideoVAE (configured by
-# vidax.models.ltx2_5.vae) and the rules are LTX-Video's: the two used statistics lose their
-# hyphens, and the three unused ones the 19B file still stores are ignored (2.3 / 2.5 files
-# no longer have them). The 2.0 / 2.3 monoliths store the VAE under ``vae.``; LTX-2.5's conv
-# VAE file has bare keys.
-VAE = Mapper(
-    name="ltx2_5.vae",
-    description="LTX-2.x video VAE, authors' layout (ltx-core VideoEncoder + VideoDecoder "
-                "state dicts, per_channel_statistics shared)",
-    rules=LTX_VIDEO_VAE.rules,
-)
+# The model is vidax.models.ltx_video.vae.LTXVideoVAE (configured by
+# vidax.models.ltx2_5.config.LTX2VideoVAEConfig), so its mapper (``ltx2_5.vae``: LTX-Video's
+# rules) is the LTX-Video VAE's other layout, in vidax.translator.mappings.ltx_video. The
+# 2.0 / 2.3 monoliths store the VAE under ``vae.``; LTX-2.5's conv VAE file has bare keys.
 
 
 def vae_config(metadata: dict[str, str], source: str):
     """The video VAE config of an LTX-2.x release file (``config["vae"]``), or None."""
-    from vidax.models.ltx2_5.vae import LTX2VideoVAEConfig
-
-    config = _metadata_config(metadata, source)
+    config = metadata_config(metadata, source)
     if config is None:
         return None
     if not isinstance(config.get("vae"), dict):
@@ -96,8 +86,8 @@ def vae_config(metadata: dict[str, str], source: str):
 register(ComponentSpec(
     model_type="ltx2_5", component="vae", layout="original",
     model="vidax.models.ltx_video.vae:LTXVideoVAE",
-    config="vidax.models.ltx2_5.vae:LTX2VideoVAEConfig",
-    mapper="vidax.translator.mappings.ltx2_5:VAE",
+    config="vidax.models.ltx2_5.config:LTX2VideoVAEConfig",
+    mapper="vidax.translator.mappings.ltx_video:LTX2_VAE",
     variants={"2.0-19b-dev": "ltx2_19b", "2.0-19b-distilled": "ltx2_19b",
               "2.3-22b-dev": "ltx2_3_22b", "2.3-22b-distilled": "ltx2_3_22b"},
     prefix="vae.",
@@ -111,11 +101,59 @@ register(ComponentSpec(
 register(ComponentSpec(
     model_type="ltx2_5", component="video_vae_conv", layout="original",
     model="vidax.models.ltx_video.vae:LTXVideoVAE",
-    config="vidax.models.ltx2_5.vae:LTX2VideoVAEConfig",
-    mapper="vidax.translator.mappings.ltx2_5:VAE",
+    config="vidax.models.ltx2_5.config:LTX2VideoVAEConfig",
+    mapper="vidax.translator.mappings.ltx_video:LTX2_VAE",
     variants={"2.5": "ltx2_3_22b"},
     files=("ltx-2.5-video-vae-conv*.safetensors",),
     config_from_metadata="vidax.translator.mappings.ltx2_5:vae_config",
     description="LTX-2.5 causal video VAE with the conv decoder (the 2.3 architecture), its "
                 "own file with bare keys",
+))
+
+
+# ------------------------------------------------------------- text projection
+# Text projection (``ltx2_5`` / ``text_projection``, layout ``original``): the
+# ``text_embedding_projection.*`` tensors of the LTX-2 19B and LTX-2.3 monoliths (and of
+# LTX-2.5's text-encoder file), whose names are ltx-core's ``FeatureExtractorV1/V2``
+# attributes. The version and sizes come from the file's ``__metadata__`` DiT config, as
+# ltx-core decides them.
+# Names are ltx-core's FeatureExtractorV1/V2 attributes, which vidax's module keeps; the
+# converter transposes the Linear weights.
+TEXT_PROJECTION = Mapper(
+    name="ltx2_5.text_projection",
+    description="LTX-2.x text embedding projection, authors' layout (ltx-core "
+                "FeatureExtractorV1 aggregate_embed / V2 {video,audio}_aggregate_embed)",
+    rules=(),
+)
+
+
+def text_projection_config(metadata: dict[str, str], source: str):
+    """The projection config of an LTX-2.x release file, from its metadata DiT config
+    (``config["transformer"]``), or None where the file carries none (LTX-2.5's text-encoder
+    file: pass ``variant="2.5"``)."""
+    config = metadata_config(metadata, source)
+    if config is None:
+        return None
+    if not isinstance(config.get("transformer"), dict):
+        raise VidaxError(f"{source}: the metadata config has no 'transformer' section (it has "
+                         f"{sorted(config)}), which decides the text projection's version; is "
+                         "this an LTX-2 release file?")
+    return LTX2TextProjectionConfig.from_dict(config["transformer"])
+
+
+register(ComponentSpec(
+    model_type="ltx2_5", component="text_projection", layout="original",
+    model="vidax.models.ltx2_5.text:LTX2TextProjection",
+    config="vidax.models.ltx2_5.config:LTX2TextProjectionConfig",
+    mapper="vidax.translator.mappings.ltx2_5:TEXT_PROJECTION",
+    variants={"2.0-19b-dev": "ltx2_19b", "2.0-19b-distilled": "ltx2_19b",
+              "2.3-22b-dev": "ltx2_3_22b", "2.3-22b-distilled": "ltx2_3_22b",
+              "2.5": "ltx2_3_22b"},
+    prefix="text_embedding_projection.",
+    files=("ltx-2-19b-dev.safetensors", "ltx-2-19b-distilled.safetensors",
+           "ltx-2.3-22b-dev.safetensors", "ltx-2.3-22b-distilled*.safetensors",
+           "gemma4-12b-with-proj-ltx-2.5*.safetensors"),
+    config_from_metadata="vidax.translator.mappings.ltx2_5:text_projection_config",
+    description="LTX-2.x text embedding projection (Gemma hidden states -> the connectors' "
+                "input; V1 in the 19B, V2 in 2.3 and 2.5), inside the release file",
 ))

@@ -1,5 +1,5 @@
-"""LTX-Video 0.9.x: the authors' single-file layout -> ``vidax.models.ltx_video``, and the
-T5-v1.1-XXL text encoder in transformers' layout -> ``vidax.models.t5.model``.
+"""LTX-Video 0.9.x: the authors' single-file layout -> ``vidax.models.ltx_video`` (the text
+encoder, T5-v1.1-XXL in transformers' layout, is registered in ``vidax.translator.mappings.t5``).
 
 One release file (``ltxv-13b-0.9.8-dev.safetensors``, ...) holds two components:
 
@@ -21,11 +21,12 @@ reports anything else, so a file that does not fit fails verification instead.
 
 from __future__ import annotations
 
-import json
-
 from vidax.errors import VidaxError
-from vidax.registry import Alias, ComponentSpec, alias, register
-from vidax.translator.mapping import Ignore, Mapper, Rename, Transform
+from vidax.models.ltx_video.config import (LTXVideoDiTConfig, LTXVideoUpsamplerConfig,
+                                           LTXVideoVAEConfig)
+from vidax.registry import ComponentSpec, register
+from vidax.translator.mapping import Ignore, Mapper, Rename
+from vidax.translator.mappings.common import metadata_config
 
 # ----------------------------------------------------------------------------- DiT
 # Module names are the authors' (vidax.models.ltx_video.dit); two nn.Sequential indices
@@ -60,6 +61,18 @@ VAE = Mapper(
     ),
 )
 
+# The same VAE in LTX-2.x's release files (registered in vidax.translator.mappings.ltx2_5, at
+# LTX-2's config): ltx-core's VideoEncoder / VideoDecoder keep the LTX-Video VAE's module names
+# and flat block numbering, so the rules are the ones above: the two used statistics lose their
+# hyphens, and the three unused ones the 19B file still stores are ignored (2.3 / 2.5 files no
+# longer have them).
+LTX2_VAE = Mapper(
+    name="ltx2_5.vae",
+    description="LTX-2.x video VAE, authors' layout (ltx-core VideoEncoder + VideoDecoder "
+                "state dicts, per_channel_statistics shared)",
+    rules=VAE.rules,
+)
+
 # ----------------------------------------------------------------------------- upsampler
 # LatentUpsampler.state_dict(): the upsampler Sequential's conv (index 0) is named; GroupNorm
 # weights -> scale and conv weights (3-D, and the per-frame 2-D one) -> channels-last kernels.
@@ -71,21 +84,8 @@ UPSAMPLER = Mapper(
 
 
 # ----------------------------------------------------------------------------- metadata
-def _metadata_config(metadata: dict[str, str], source: str) -> dict | None:
-    if "config" not in metadata:
-        return None
-    try:
-        config = json.loads(metadata["config"])
-    except ValueError as e:
-        raise VidaxError(f"{source}: the safetensors metadata 'config' is not valid JSON "
-                         f"({e})") from e
-    if not isinstance(config, dict):
-        raise VidaxError(f"{source}: the safetensors metadata 'config' is not a JSON object")
-    return config
-
-
 def _section(metadata: dict[str, str], source: str, section: str) -> dict | None:
-    config = _metadata_config(metadata, source)
+    config = metadata_config(metadata, source)
     if config is None:
         return None
     if not isinstance(config.get(section), dict):
@@ -96,25 +96,19 @@ def _section(metadata: dict[str, str], source: str, section: str) -> dict | None
 
 def dit_config(metadata: dict[str, str], source: str):
     """The DiT config of an LTX-Video single file (``config["transformer"]``), or None."""
-    from vidax.models.ltx_video.dit import LTXVideoDiTConfig
-
     section = _section(metadata, source, "transformer")
     return None if section is None else LTXVideoDiTConfig.from_dict(section)
 
 
 def vae_config(metadata: dict[str, str], source: str):
     """The VAE config of an LTX-Video single file (``config["vae"]``), or None."""
-    from vidax.models.ltx_video.vae import LTXVideoVAEConfig
-
     section = _section(metadata, source, "vae")
     return None if section is None else LTXVideoVAEConfig.from_dict(section)
 
 
 def upsampler_config(metadata: dict[str, str], source: str):
     """The latent upsampler config (the whole metadata ``config``), or None."""
-    from vidax.models.ltx_video.upsampler import LTXVideoUpsamplerConfig
-
-    config = _metadata_config(metadata, source)
+    config = metadata_config(metadata, source)
     return None if config is None else LTXVideoUpsamplerConfig.from_dict(config)
 
 
@@ -124,7 +118,7 @@ _RELEASE_FILES = ("ltxv-13b-0.9.8-dev.safetensors", "ltxv-13b-0.9.8-distilled.sa
 register(ComponentSpec(
     model_type="ltx_video", component="dit", layout="original",
     model="vidax.models.ltx_video.dit:LTXVideoDiT",
-    config="vidax.models.ltx_video.dit:LTXVideoDiTConfig",
+    config="vidax.models.ltx_video.config:LTXVideoDiTConfig",
     mapper="vidax.translator.mappings.ltx_video:DIT",
     variants={"0.9.8-13b-dev": "ltxv_13b_0_9_8_dev",
               "0.9.8-13b-distilled": "ltxv_13b_0_9_8_distilled",
@@ -138,7 +132,7 @@ register(ComponentSpec(
 register(ComponentSpec(
     model_type="ltx_video", component="vae", layout="original",
     model="vidax.models.ltx_video.vae:LTXVideoVAE",
-    config="vidax.models.ltx_video.vae:LTXVideoVAEConfig",
+    config="vidax.models.ltx_video.config:LTXVideoVAEConfig",
     mapper="vidax.translator.mappings.ltx_video:VAE",
     variants={"0.9.8-13b-dev": "ltxv_0_9_8", "0.9.8-13b-distilled": "ltxv_0_9_8",
               "0.9.8-2b-distilled": "ltxv_0_9_8"},
@@ -151,7 +145,7 @@ register(ComponentSpec(
 register(ComponentSpec(
     model_type="ltx_video", component="upsampler", layout="original",
     model="vidax.models.ltx_video.upsampler:LTXVideoLatentUpsampler",
-    config="vidax.models.ltx_video.upsampler:LTXVideoUpsamplerConfig",
+    config="vidax.models.ltx_video.config:LTXVideoUpsamplerConfig",
     mapper="vidax.translator.mappings.ltx_video:UPSAMPLER",
     variants={"0.9.8-13b-dev": "spatial_0_9_8", "0.9.8-13b-distilled": "spatial_0_9_8",
               "0.9.8-2b-distilled": "spatial_0_9_8"},
@@ -159,51 +153,3 @@ register(ComponentSpec(
     config_from_metadata="vidax.translator.mappings.ltx_video:upsampler_config",
     description="LTX-Video 0.9.8 spatial latent upscaler (multi-scale pipeline), its own file",
 ))
-
-
-# ----------------------------------------------------------------------------- T5-v1.1-XXL
-# transformers' T5EncoderModel state dict -> vidax.models.t5.T5Encoder (shared_pos=True):
-# ``shared`` is the token table, the encoder's ``embed_tokens`` is the same tensor (tied;
-# transformers' safetensors save drops that alias, a torch-saved .bin may keep it), and the
-# relative-position table exists only in block 0, used by every block. google/t5-v1_1-xxl's
-# own checkpoint is the full encoder-decoder: its decoder half is ignored.
-T5_ENCODER = Mapper(
-    name="t5.encoder",
-    description="T5 encoder, transformers layout (T5EncoderModel / T5ForConditionalGeneration "
-                "state dict)",
-    rules=(
-        Ignore(r"encoder\.embed_tokens\.weight",
-               "tied alias of shared.weight (the same tensor; vidax reads shared.weight)"),
-        Ignore(r"(decoder\..*|lm_head\.weight)",
-               "decoder half of an encoder-decoder T5 checkpoint: the text encoder is the "
-               "encoder only"),
-        Transform(r"^(shared|encoder\.block\.0\.layer\.0\.SelfAttention\.relative_attention_bias)"
-                  r"\.weight$", layout="embedding", leaf="embedding"),
-        Rename(r"^shared\.", "token_embedding."),
-        Rename(r"^encoder\.block\.0\.layer\.0\.SelfAttention\.relative_attention_bias\.",
-               "pos_embedding.embedding."),
-        Rename(r"^encoder\.final_layer_norm\.", "norm."),
-        Rename(r"^encoder\.block\.(\d+)\.layer\.0\.SelfAttention\.", r"blocks.\1.attn."),
-        Rename(r"^encoder\.block\.(\d+)\.layer\.0\.layer_norm\.", r"blocks.\1.norm1."),
-        Rename(r"^encoder\.block\.(\d+)\.layer\.1\.layer_norm\.", r"blocks.\1.norm2."),
-        Rename(r"^encoder\.block\.(\d+)\.layer\.1\.DenseReluDense\.wi_0\.", r"blocks.\1.ffn.gate."),
-        Rename(r"^encoder\.block\.(\d+)\.layer\.1\.DenseReluDense\.wi_1\.", r"blocks.\1.ffn.fc1."),
-        Rename(r"^encoder\.block\.(\d+)\.layer\.1\.DenseReluDense\.wo\.", r"blocks.\1.ffn.fc2."),
-    ),
-)
-
-register(ComponentSpec(
-    model_type="t5", component="encoder", layout="transformers",
-    model="vidax.models.t5.model:T5Encoder", config="vidax.models.t5.model:T5Config",
-    mapper="vidax.translator.mappings.ltx_video:T5_ENCODER",
-    variants={"t5-v1_1-xxl": "t5_v1_1_xxl"},
-    files=("model.safetensors.index.json", "model*.safetensors"),
-    description="T5-v1.1-XXL encoder in transformers' layout (text_encoder/ of LTX-Video, "
-                "CogVideoX, PixArt, DeepFloyd IF)",
-))
-
-# The same encoder as the families' manifests name it.
-_T5 = Alias("t5", "t5-v1_1-xxl", "encoder", "transformers")
-alias("ltx_video", "t5-v1_1-xxl", "text_encoder", "transformers", _T5)
-for _variant in ("2b", "5b", "5b-i2v", "1.5-5b", "1.5-5b-i2v"):
-    alias("cogvideox", _variant, "text_encoder", "transformers", _T5)

@@ -43,7 +43,7 @@ TEXT_ENCODER = Mapper(
 register(ComponentSpec(
     model_type="reason1", component="text_encoder", layout="transformers",
     model="vidax.models.reason1.model:Reason1TextModel",
-    config="vidax.models.reason1.model:Reason1Config",
+    config="vidax.models.reason1.config:Reason1Config",
     mapper="vidax.translator.mappings.reason1:TEXT_ENCODER",
     variants={"reason1-7b": "reason1_7b", "qwen2.5-vl-7b-instruct": "qwen2_5_vl_7b_instruct"},
     files=("model.safetensors.index.json", "model*.safetensors"),

@@ -9,7 +9,7 @@ authors but never run: HunyuanVideo-1.5 takes ``last_hidden_state``, which ends 
 ``post_layernorm``, before the head.
 
 The encoder layers are CLIP's (``vidax.models.clip.VisionBlock``), hence the same renames of
-the norm and attention names as CLIP's text tower (``vidax.translator.mappings.llama``).
+the norm and attention names as CLIP's text tower (``vidax.translator.mappings.clip``).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ VISION_ENCODER = Mapper(
 register(ComponentSpec(
     model_type="siglip", component="vision_encoder", layout="transformers",
     model="vidax.models.siglip.model:SiglipVisionModel",
-    config="vidax.models.siglip.model:SiglipVisionConfig",
+    config="vidax.models.siglip.config:SiglipVisionConfig",
     mapper="vidax.translator.mappings.siglip:VISION_ENCODER",
     variants={"flux1-redux-dev-siglip": "flux1_redux_dev_siglip"},
     files=("model.safetensors",),

@@ -14,9 +14,7 @@ channels and, unlike Wan2.1 I2V, no CLIP branch: structurally a Wan2.1 "t2v" mod
 Wan2.2 DiT, not a different tree.
 """
 
-import dataclasses
-
-from vidax.models.wan2_1.dit import WanDiTConfig
+from vidax.models.wan2_2.config import Wan22DiTConfigs  # noqa: F401  (its old home; moved)
 from vidax.registry import ComponentSpec, register
 from vidax.translator.mapping import Mapper
 from vidax.translator.mappings import wan2_1
@@ -29,7 +27,7 @@ VAE = Mapper(
 
 register(ComponentSpec(
     model_type="wan2_2", component="vae", layout="original",
-    model="vidax.models.wan2_2.vae:Wan22VAE", config="vidax.models.wan2_2.vae:Wan22VAEConfig",
+    model="vidax.models.wan2_2.vae:Wan22VAE", config="vidax.models.wan2_2.config:Wan22VAEConfig",
     mapper="vidax.translator.mappings.wan2_2:VAE",
     variants={"ti2v-5b": "wan2_2"},
     files=("Wan2.2_VAE.pth",),
@@ -38,47 +36,10 @@ register(ComponentSpec(
 ))
 
 
-class Wan22DiTConfigs:
-    """The Wan2.2 DiT configs, as ``WanDiTConfig`` instances: the registry's config entry for
-    ``wan2_2`` ``dit``.
-
-    Built from the Wan2.1 presets with ``dataclasses.replace``, so
-    ``vidax.models.wan2_1.dit`` stays the one place that defines the architecture.
-    """
-
-    tiny = staticmethod(WanDiTConfig.tiny)
-
-    @staticmethod
-    def ti2v_5b() -> WanDiTConfig:
-        """Wan2.2-TI2V-5B: 48 latent channels in and out (the Wan2.2 VAE), 24 x 128 heads."""
-        return dataclasses.replace(WanDiTConfig.t2v_1_3b(), in_dim=48, out_dim=48, dim=3072,
-                                   ffn_dim=14336, num_heads=24)
-
-    @staticmethod
-    def t2v_a14b() -> WanDiTConfig:
-        """Each Wan2.2-T2V-A14B expert: Wan2.1 T2V-14B."""
-        return WanDiTConfig.t2v_14b()
-
-    @staticmethod
-    def i2v_a14b() -> WanDiTConfig:
-        """Each Wan2.2-I2V-A14B expert: T2V-14B with 36 input channels and no CLIP branch."""
-        return dataclasses.replace(WanDiTConfig.t2v_14b(), in_dim=36)
-
-    @staticmethod
-    def from_dict(d: dict) -> WanDiTConfig:
-        """The authors' Wan2.2 ``config.json`` (or a manifest's ``config``).
-
-        Wan2.2's ``WanModel`` builds no image branch whatever its ``model_type`` ("t2v",
-        "i2v" with 36 channels, "ti2v"), so every one of them is the "t2v" tree here. (A
-        Wan2.1 I2V config reads the same but has the CLIP branch: load it as ``wan2_1``.)
-        """
-        return WanDiTConfig.from_dict({**d, "model_type": "t2v"})
-
-
 register(ComponentSpec(
     model_type="wan2_2", component="dit", layout="original",
     model="vidax.models.wan2_1.dit:WanDiT",
-    config="vidax.translator.mappings.wan2_2:Wan22DiTConfigs",
+    config="vidax.models.wan2_2.config:Wan22DiTConfigs",
     mapper="vidax.translator.mappings.wan2_1:DIT",
     variants={"ti2v-5b": "ti2v_5b", "t2v-a14b": "t2v_a14b", "i2v-a14b": "i2v_a14b"},
     files=("diffusion_pytorch_model.safetensors.index.json",

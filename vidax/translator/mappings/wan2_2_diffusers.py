@@ -20,15 +20,12 @@ below refuse any other value, and verification would fail on the tree).
 
 from __future__ import annotations
 
-from typing import Any
-
-from vidax.errors import VidaxError
-from vidax.models.wan2_1.dit import CLIP_DIM, FLF2V_CLIP_TOKENS, WanDiTConfig
-from vidax.models.wan2_1.vae import WanVAEConfig
-from vidax.models.wan2_2.vae import Wan22VAEConfig
+# The config.json readers live with the configs (importable from here too, their first home).
+from vidax.models.wan2_2.config import (  # noqa: F401
+    _LEVELS, _RES, Wan22VAEDiffusersConfigs, WanDiTDiffusersConfigs, WanVAEDiffusersConfigs,
+    dit_config_from_diffusers, vae_config_from_diffusers)
 from vidax.registry import Alias, ComponentSpec, alias, register
 from vidax.translator.mapping import Mapper, Rename, Transform
-from vidax.translator.mappings.wan2_2 import Wan22DiTConfigs
 
 # ----------------------------------------------------------------------------- DiT
 DIT = Mapper(
@@ -59,71 +56,13 @@ DIT = Mapper(
 )
 
 
-def dit_config_from_diffusers(d: dict[str, Any]) -> WanDiTConfig:
-    """A ``WanTransformer3DModel`` ``config.json`` as a ``WanDiTConfig``.
-
-    The image branch is read from ``image_dim`` / ``added_kv_proj_dim`` (Wan2.1 I2V/FLF2V:
-    1280 / dim; FLF2V also ``pos_embed_seq_len`` 514); without them the tree is the "t2v" one
-    whatever ``in_channels`` is (Wan2.2 I2V-A14B: 36, TI2V-5B: 48). ``rope_max_seq_len``
-    must be the authors' 1024 and ``qk_norm`` ``rms_norm_across_heads``.
-    """
-    d = {k: v for k, v in d.items() if not k.startswith("_")}
-    known = {"patch_size", "num_attention_heads", "attention_head_dim", "in_channels",
-             "out_channels", "text_dim", "freq_dim", "ffn_dim", "num_layers", "cross_attn_norm",
-             "qk_norm", "eps", "image_dim", "added_kv_proj_dim", "rope_max_seq_len",
-             "pos_embed_seq_len"}
-    unknown = sorted(set(d) - known)
-    if unknown:
-        raise VidaxError(f"unknown WanTransformer3DModel config keys {unknown} (a different "
-                         "architecture, e.g. VACE or Animate)")
-    heads, head_dim = d.get("num_attention_heads", 40), d.get("attention_head_dim", 128)
-    if d.get("qk_norm", "rms_norm_across_heads") not in ("rms_norm_across_heads", None):
-        raise VidaxError(f"WanTransformer3DModel qk_norm {d['qk_norm']!r}: only "
-                         "'rms_norm_across_heads' (every release) is supported")
-    if d.get("rope_max_seq_len", 1024) != 1024:
-        raise VidaxError(f"WanTransformer3DModel rope_max_seq_len {d['rope_max_seq_len']}: "
-                         "only 1024 (every release) is supported")
-    image_dim, added_kv = d.get("image_dim"), d.get("added_kv_proj_dim")
-    if (image_dim is None) != (added_kv is None) or image_dim not in (None, CLIP_DIM) or (
-            added_kv not in (None, heads * head_dim)):
-        raise VidaxError(f"WanTransformer3DModel image_dim {image_dim} / added_kv_proj_dim "
-                         f"{added_kv}: the Wan image branch needs {CLIP_DIM} / "
-                         f"{heads * head_dim}, or neither")
-    pos_len = d.get("pos_embed_seq_len")
-    if pos_len not in (None, FLF2V_CLIP_TOKENS):
-        raise VidaxError(f"WanTransformer3DModel pos_embed_seq_len {pos_len}: only "
-                         f"{FLF2V_CLIP_TOKENS} (FLF2V) is supported")
-    model_type = "t2v" if image_dim is None else ("flf2v" if pos_len else "i2v")
-    in_dim = d.get("in_channels", 16)
-    # WanTransformer3DModel's own defaults where the config.json leaves a key out.
-    return WanDiTConfig(
-        model_type=model_type, patch_size=tuple(d.get("patch_size", (1, 2, 2))),
-        in_dim=in_dim, out_dim=d.get("out_channels") or in_dim, dim=heads * head_dim,
-        ffn_dim=d.get("ffn_dim", 13824), freq_dim=d.get("freq_dim", 256),
-        text_dim=d.get("text_dim", 4096), num_heads=heads, num_layers=d.get("num_layers", 40),
-        qk_norm=d.get("qk_norm", "rms_norm_across_heads") is not None,
-        cross_attn_norm=d.get("cross_attn_norm", True), eps=d.get("eps", 1e-6))
-
-
-class WanDiTDiffusersConfigs(Wan22DiTConfigs):
-    """Every Wan DiT release's config (Wan2.1 and Wan2.2), as ``WanDiTConfig`` instances;
-    :meth:`from_dict` reads diffusers' ``config.json``. The registry's config entry for
-    the diffusers layout."""
-
-    t2v_1_3b = staticmethod(WanDiTConfig.t2v_1_3b)
-    t2v_14b = staticmethod(WanDiTConfig.t2v_14b)
-    i2v_14b = staticmethod(WanDiTConfig.i2v_14b)
-    flf2v_14b = staticmethod(WanDiTConfig.flf2v_14b)
-    from_dict = staticmethod(dit_config_from_diffusers)
-
-
 _DIT_FILES = ("transformer/diffusion_pytorch_model.safetensors.index.json",
               "transformer/diffusion_pytorch_model*.safetensors")
 
 register(ComponentSpec(
     model_type="wan2_1", component="dit", layout="diffusers",
     model="vidax.models.wan2_1.dit:WanDiT",
-    config="vidax.translator.mappings.wan2_2_diffusers:WanDiTDiffusersConfigs",
+    config="vidax.models.wan2_2.config:WanDiTDiffusersConfigs",
     mapper="vidax.translator.mappings.wan2_2_diffusers:DIT",
     variants={"t2v-1.3b": "t2v_1_3b", "t2v-14b": "t2v_14b", "i2v-14b": "i2v_14b",
               "flf2v-14b": "flf2v_14b"},
@@ -133,7 +72,7 @@ register(ComponentSpec(
 register(ComponentSpec(
     model_type="wan2_2", component="dit", layout="diffusers",
     model="vidax.models.wan2_1.dit:WanDiT",
-    config="vidax.translator.mappings.wan2_2_diffusers:WanDiTDiffusersConfigs",
+    config="vidax.models.wan2_2.config:WanDiTDiffusersConfigs",
     mapper="vidax.translator.mappings.wan2_2_diffusers:DIT",
     variants={"ti2v-5b": "ti2v_5b", "t2v-a14b": "t2v_a14b", "i2v-a14b": "i2v_a14b"},
     files=_DIT_FILES,
@@ -165,7 +104,6 @@ def _residual_and_attention_rules() -> tuple:
 
 # Every release: num_res_blocks = 2, four levels. Wan2.1's decoder levels hold 3 residual
 # blocks and (but the last) an upsampler: authors' flat index 4 * level + j.
-_RES, _LEVELS = 2, 4
 VAE2_1 = Mapper(
     name="wan2_2_diffusers.vae2_1",
     description="Wan2.1 VAE, diffusers' layout (AutoencoderKLWan, z 16)",
@@ -195,91 +133,13 @@ VAE2_2 = Mapper(
     ),
 )
 
-#: The AutoencoderKLWan ``config.json`` keys: read below, or checked, or (dropout, the
-#: compression factors, clip_output) accepted and unused.
-_VAE_KEYS = {"attn_scales", "dropout", "latents_mean", "latents_std", "scale_factor_temporal",
-             "scale_factor_spatial", "clip_output", "in_channels", "out_channels", "patch_size",
-             "is_residual", "base_dim", "decoder_base_dim", "z_dim", "dim_mult",
-             "num_res_blocks", "temperal_downsample"}
-
-
-def vae_config_from_diffusers(d: dict[str, Any]) -> WanVAEConfig | Wan22VAEConfig:
-    """An ``AutoencoderKLWan`` ``config.json`` as the vidax VAE config it describes:
-    ``is_residual`` (with ``patch_size`` 2 and 12 channels) is the Wan2.2 VAE, otherwise the
-    Wan2.1 VAE (3 channels, no patch). ``clip_output`` (diffusers' conversion script passes
-    it; it creates no tensor) is accepted and unused."""
-    d = {k: v for k, v in d.items() if not k.startswith("_")}
-    unknown = sorted(set(d) - _VAE_KEYS)
-    if unknown:
-        raise VidaxError(f"unknown AutoencoderKLWan config keys {unknown}")
-    if d.get("attn_scales"):
-        raise VidaxError("AutoencoderKLWan attn_scales: only [] (every release) is supported")
-    if d.get("num_res_blocks", _RES) != _RES or len(d.get("dim_mult", (1, 2, 4, 4))) != _LEVELS:
-        raise VidaxError(f"AutoencoderKLWan num_res_blocks {d.get('num_res_blocks')} / "
-                         f"dim_mult {d.get('dim_mult')}: the diffusers layout is read for "
-                         f"{_RES} residual blocks on {_LEVELS} levels (every release)")
-    residual = bool(d.get("is_residual", False))
-    channels = 12 if residual else 3
-    patch = 2 if residual else None
-    if (d.get("in_channels", 3), d.get("out_channels", 3), d.get("patch_size")) != (
-            channels, channels, patch):
-        raise VidaxError(
-            f"AutoencoderKLWan is_residual={residual} with in/out_channels "
-            f"{d.get('in_channels', 3)}/{d.get('out_channels', 3)} and patch_size "
-            f"{d.get('patch_size')}: the released Wan VAEs are 3/3 without a patch (Wan2.1) "
-            "and 12/12 with patch_size 2 (Wan2.2)")
-    # The latent statistics where given (save_pretrained writes them), else the release's.
-    common = {"z_dim": d.get("z_dim", 16), "dim_mult": d.get("dim_mult", (1, 2, 4, 4)),
-              "num_res_blocks": _RES,
-              "temporal_downsample": d.get("temperal_downsample", (False, True, True)),
-              **{k: d[k] for k in ("latents_mean", "latents_std") if k in d}}
-    base = d.get("base_dim", 96)
-    if residual:
-        return Wan22VAEConfig(dim=base, dec_dim=d.get("decoder_base_dim") or base, **common)
-    if d.get("decoder_base_dim") not in (None, base):
-        raise VidaxError("AutoencoderKLWan decoder_base_dim differs from base_dim: the Wan2.1 "
-                         "VAE has one width")
-    return WanVAEConfig(dim=base, **common)
-
-
-class WanVAEDiffusersConfigs:
-    """The Wan2.1 VAE's configs (``WanVAEConfig``); :meth:`from_dict` reads diffusers'
-    ``config.json``. The registry's config entry for ``wan2_1`` ``vae`` ``diffusers``."""
-
-    wan2_1 = staticmethod(WanVAEConfig.wan2_1)
-    tiny = staticmethod(WanVAEConfig.tiny)
-
-    @staticmethod
-    def from_dict(d: dict[str, Any]) -> WanVAEConfig:
-        cfg = vae_config_from_diffusers(d)
-        if not isinstance(cfg, WanVAEConfig):
-            raise VidaxError("this AutoencoderKLWan config (is_residual) is the Wan2.2 VAE: "
-                             "load it as wan2_2 vae")
-        return cfg
-
-
-class Wan22VAEDiffusersConfigs:
-    """The Wan2.2 VAE's configs (``Wan22VAEConfig``); :meth:`from_dict` reads diffusers'
-    ``config.json``. The registry's config entry for ``wan2_2`` ``vae`` ``diffusers``."""
-
-    wan2_2 = staticmethod(Wan22VAEConfig.wan2_2)
-    tiny = staticmethod(Wan22VAEConfig.tiny)
-
-    @staticmethod
-    def from_dict(d: dict[str, Any]) -> Wan22VAEConfig:
-        cfg = vae_config_from_diffusers(d)
-        if not isinstance(cfg, Wan22VAEConfig):
-            raise VidaxError("this AutoencoderKLWan config (no is_residual) is the Wan2.1 VAE: "
-                             "load it as wan2_1 vae")
-        return cfg
-
 
 _VAE_FILES = ("vae/diffusion_pytorch_model.safetensors",)
 
 register(ComponentSpec(
     model_type="wan2_1", component="vae", layout="diffusers",
     model="vidax.models.wan2_1.vae:WanVAE",
-    config="vidax.translator.mappings.wan2_2_diffusers:WanVAEDiffusersConfigs",
+    config="vidax.models.wan2_2.config:WanVAEDiffusersConfigs",
     mapper="vidax.translator.mappings.wan2_2_diffusers:VAE2_1",
     variants={v: "wan2_1" for v in ("t2v-1.3b", "t2v-14b", "i2v-14b", "flf2v-14b")},
     files=_VAE_FILES,
@@ -289,7 +149,7 @@ register(ComponentSpec(
 register(ComponentSpec(
     model_type="wan2_2", component="vae", layout="diffusers",
     model="vidax.models.wan2_2.vae:Wan22VAE",
-    config="vidax.translator.mappings.wan2_2_diffusers:Wan22VAEDiffusersConfigs",
+    config="vidax.models.wan2_2.config:Wan22VAEDiffusersConfigs",
     mapper="vidax.translator.mappings.wan2_2_diffusers:VAE2_2",
     variants={"ti2v-5b": "wan2_2"},
     files=_VAE_FILES,

@@ -1,0 +1,382 @@
+"""LTX-Video 0.9.x's configs: the DiT's (:class:`LTXVideoDiTConfig`), the causal VAE's
+(:class:`LTXVideoVAEConfig` with its :class:`Block` stages) and the latent upsampler's
+(:class:`LTXVideoUpsamplerConfig`), each read from a release file's metadata as the authors
+build the models; the models are :mod:`vidax.models.ltx_video.dit`, ``.vae`` and ``.upsampler``.
+No JAX here: the registry, ``vidax models`` and the manifests read these without loading a
+model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from vidax.errors import VidaxError
+
+# ------------------------------------------------------------------------- DiT
+@dataclass(frozen=True)
+class LTXVideoDiTConfig:
+    """The authors' ``Transformer3DModel`` arguments that shape the model.
+
+    Defaults are the 13B 0.9.8 release. :meth:`from_dict` reads the ``transformer`` section
+    of a release file's embedded metadata config.
+    """
+
+    num_attention_heads: int = 32
+    attention_head_dim: int = 128
+    in_channels: int = 128
+    out_channels: int = 128
+    num_layers: int = 48
+    cross_attention_dim: int = 4096
+    caption_channels: int = 4096
+    attention_bias: bool = True
+    norm_eps: float = 1e-6
+    positional_embedding_theta: float = 10000.0
+    positional_embedding_max_pos: tuple[int, int, int] = (20, 2048, 2048)
+    timestep_scale_multiplier: float | None = 1000.0
+    causal_temporal_positioning: bool = True
+
+    def __post_init__(self):
+        object.__setattr__(self, "positional_embedding_max_pos",
+                           tuple(int(p) for p in self.positional_embedding_max_pos))
+        if len(self.positional_embedding_max_pos) != 3:
+            raise VidaxError("LTX-Video DiT positional_embedding_max_pos needs 3 entries "
+                             f"(time, height, width), got {self.positional_embedding_max_pos}")
+        if self.cross_attention_dim != self.inner_dim:
+            raise VidaxError(
+                f"LTX-Video DiT cross_attention_dim {self.cross_attention_dim} must equal "
+                f"num_attention_heads x attention_head_dim = {self.inner_dim}: the authors' "
+                "forward feeds the caption projection's inner_dim features to cross-attention")
+        if self.inner_dim < 6:
+            raise VidaxError(f"LTX-Video DiT inner dim {self.inner_dim} is too small for 3-axis "
+                             "RoPE (at least 6)")
+
+    @property
+    def inner_dim(self) -> int:
+        return self.num_attention_heads * self.attention_head_dim
+
+    # ------------------------------------------------------------------ presets
+    @classmethod
+    def ltxv_13b_0_9_8_dev(cls) -> LTXVideoDiTConfig:
+        """``ltxv-13b-0.9.8-dev``: 48 layers, 32 heads x 128."""
+        return cls()
+
+    @classmethod
+    def ltxv_13b_0_9_8_distilled(cls) -> LTXVideoDiTConfig:
+        """``ltxv-13b-0.9.8-distilled``: the dev model's architecture."""
+        return cls()
+
+    @classmethod
+    def ltxv_2b_0_9_8_distilled(cls) -> LTXVideoDiTConfig:
+        """``ltxv-2b-0.9.8-distilled``: 28 layers, 32 heads x 64 (no 2B 0.9.8 dev exists)."""
+        return cls(attention_head_dim=64, num_layers=28, cross_attention_dim=2048)
+
+    @classmethod
+    def tiny(cls) -> LTXVideoDiTConfig:
+        """For tests: inner dim 32 (5 RoPE frequencies per axis, 2 unrotated features),
+        caption channels unlike the inner dim, every structural feature kept."""
+        return cls(num_attention_heads=2, attention_head_dim=16, in_channels=16,
+                   out_channels=16, num_layers=2, cross_attention_dim=32, caption_channels=24)
+
+    # ------------------------------------------------------------------ from_dict
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LTXVideoDiTConfig:
+        """From ``Transformer3DModel`` kwargs (a release file's ``config["transformer"]``).
+
+        Missing keys take the authors' ``__init__`` defaults, as their ``from_config`` does.
+        Keys that select an architecture vidax does not implement are errors; keys without
+        effect on inference are accepted and dropped.
+        """
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(k for k in d if k not in fields and k not in _FIXED
+                         and k not in _NO_EFFECT and not k.startswith("_"))
+        if unknown:
+            raise VidaxError(f"unknown LTX-Video transformer config keys {unknown}")
+        for key, (default, supported) in _FIXED.items():
+            value = d.get(key, default)
+            if value != supported:
+                raise VidaxError(
+                    f"LTX-Video transformer config {key}={value!r}: vidax implements the "
+                    f"0.9.x architecture ({key}={supported!r})")
+        kwargs = {k: d.get(k, _AUTHORS_DEFAULTS.get(k)) for k in fields
+                  if k in d or k in _AUTHORS_DEFAULTS}
+        for key in ("in_channels", "cross_attention_dim", "caption_channels",
+                    "positional_embedding_theta", "positional_embedding_max_pos"):
+            if kwargs.get(key) is None:
+                raise VidaxError(f"LTX-Video transformer config has no {key}; every released "
+                                 "LTX-Video DiT sets it")
+        if kwargs.get("out_channels") is None:
+            kwargs["out_channels"] = kwargs["in_channels"]
+        return cls(**kwargs)
+
+
+# The authors' __init__ defaults for the fields above that a config may omit.
+_AUTHORS_DEFAULTS = {"num_attention_heads": 16, "attention_head_dim": 88, "in_channels": None,
+                     "out_channels": None, "num_layers": 1, "cross_attention_dim": None,
+                     "caption_channels": None, "attention_bias": False, "norm_eps": 1e-5,
+                     "positional_embedding_theta": None, "positional_embedding_max_pos": None,
+                     "timestep_scale_multiplier": None, "causal_temporal_positioning": False}
+
+# key -> (the authors' default, the only value implemented): the 0.9.x architecture.
+_FIXED = {"activation_fn": ("geglu", "gelu-approximate"),
+          "adaptive_norm": ("single_scale_shift", "single_scale_shift"),
+          "standardization_norm": ("layer_norm", "rms_norm"),
+          "norm_elementwise_affine": (True, False),
+          "qk_norm": (None, "rms_norm"),
+          "positional_embedding_type": ("rope", "rope"),
+          "only_cross_attention": (False, False),
+          "double_self_attention": (False, False),
+          "attention_type": ("default", "default"),
+          "num_vector_embeds": (None, None)}
+
+# Stored in the config but without effect on the inference forward pass (dropout is off;
+# the others are never read by the layers the 0.9.x settings build, or steer only a TPU
+# kernel); ``project_to_2d_pos`` is not even an argument of the authors' __init__.
+_NO_EFFECT = {"dropout", "norm_num_groups", "num_embeds_ada_norm", "upcast_attention",
+              "use_linear_projection", "use_tpu_flash_attention", "project_to_2d_pos"}
+# ------------------------------------------------------------------------- VAE
+#: Encoder blocks (space-to-depth stages with their strides) and decoder blocks (depth-to-space).
+ENCODER_STRIDES = {"compress_space_res": (1, 2, 2), "compress_time_res": (2, 1, 1),
+                   "compress_all_res": (2, 2, 2)}
+
+DECODER_STRIDES = {"compress_space": (1, 2, 2), "compress_time": (2, 1, 1),
+                   "compress_all": (2, 2, 2)}
+PADDING_MODES = {"zeros": "constant", "replicate": "edge", "reflect": "reflect"}
+LOG_VARS = ("uniform", "per_channel")
+
+
+@dataclass(frozen=True)
+class Block:
+    """One entry of the authors' ``encoder_blocks`` / ``decoder_blocks`` list. ``multiplier``
+    is None where the config omits it (its default differs between the authors' uses)."""
+
+    name: str
+    num_layers: int = 1
+    multiplier: int | None = None
+    residual: bool = False
+
+    @classmethod
+    def parse(cls, entry, where: str) -> Block:
+        name, params = entry
+        if isinstance(params, int):
+            params = {"num_layers": params}
+        params = dict(params)
+        if params.pop("inject_noise", False):
+            raise VidaxError(f"LTX-Video VAE {where} block {name}: inject_noise=True draws noise "
+                             "inside the decoder; no released 0.9.x VAE uses it")
+        if "attention_head_dim" in params:
+            raise VidaxError(f"LTX-Video VAE {where} block {name}: attention blocks are not "
+                             "part of any released 0.9.x VAE")
+        unknown = sorted(set(params) - {"num_layers", "multiplier", "residual"})
+        if unknown:
+            raise VidaxError(f"LTX-Video VAE {where} block {name}: unknown parameters {unknown}")
+        return cls(name, **params)
+
+
+def _blocks(entries, where: str, names) -> tuple[Block, ...]:
+    blocks = tuple(b if isinstance(b, Block) else Block.parse(b, where) for b in entries)
+    for b in blocks:
+        if b.name not in names:
+            raise VidaxError(f"LTX-Video VAE {where} block {b.name!r}: vidax implements "
+                             f"{sorted(names)} (the 0.9.x stacks)")
+    return blocks
+
+
+@dataclass(frozen=True)
+class LTXVideoVAEConfig:
+    """The authors' ``CausalVideoAutoencoder`` config (a release file's ``config["vae"]``).
+
+    Defaults: the 0.9.8 VAE (all three 0.9.8 releases ship the same architecture).
+    """
+
+    encoder_blocks: tuple[Block, ...] = (
+        Block("res_x", 4), Block("compress_space_res", multiplier=2), Block("res_x", 6),
+        Block("compress_time_res", multiplier=2), Block("res_x", 6),
+        Block("compress_all_res", multiplier=2), Block("res_x", 2),
+        Block("compress_all_res", multiplier=2), Block("res_x", 2))
+    decoder_blocks: tuple[Block, ...] = (
+        Block("res_x", 5), Block("compress_all", multiplier=2, residual=True), Block("res_x", 5),
+        Block("compress_all", multiplier=2, residual=True), Block("res_x", 5),
+        Block("compress_all", multiplier=2, residual=True), Block("res_x", 5))
+    in_channels: int = 3
+    out_channels: int = 3
+    latent_channels: int = 128
+    patch_size: int = 4
+    encoder_base_channels: int = 128
+    decoder_base_channels: int = 128
+    latent_log_var: str = "uniform"
+    causal_decoder: bool = False
+    timestep_conditioning: bool = True
+    spatial_padding_mode: str = "zeros"
+    #: The decoder's own padding mode; None: ``spatial_padding_mode``. The LTX-Video code
+    #: pads encoder and decoder alike; ltx-core (LTX-2) reads them with different defaults.
+    decoder_spatial_padding_mode: str | None = None
+    #: Whether ``compress_time`` / ``compress_space`` decoder stages narrow the width by their
+    #: ``multiplier`` as ``compress_all`` does: ltx-core's ``_make_decoder_block`` (LTX-2.3)
+    #: does; the LTX-Video ``Decoder`` passes the multiplier to ``compress_all`` only.
+    decoder_multiplier_on_every_stage: bool = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "encoder_blocks", _blocks(
+            self.encoder_blocks, "encoder", {"res_x", *ENCODER_STRIDES}))
+        object.__setattr__(self, "decoder_blocks", _blocks(
+            self.decoder_blocks, "decoder", {"res_x", *DECODER_STRIDES}))
+        if self.latent_log_var not in LOG_VARS:
+            raise VidaxError(f"LTX-Video VAE latent_log_var {self.latent_log_var!r}: vidax "
+                             f"implements {LOG_VARS}")
+        for mode in (self.spatial_padding_mode, self.decoder_padding_mode):
+            if mode not in PADDING_MODES:
+                raise VidaxError(f"LTX-Video VAE spatial padding mode {mode!r}: one of "
+                                 f"{sorted(PADDING_MODES)}")
+
+    @property
+    def decoder_padding_mode(self) -> str:
+        """The decoder's spatial padding mode."""
+        return self.decoder_spatial_padding_mode or self.spatial_padding_mode
+
+    @property
+    def spatial_downscale_factor(self) -> int:
+        """Pixels per latent along H and W (32 for 0.9.8): the authors' property."""
+        n = sum(ENCODER_STRIDES[b.name][1] == 2 for b in self.encoder_blocks if b.name != "res_x")
+        return 2 ** n * self.patch_size
+
+    @property
+    def temporal_downscale_factor(self) -> int:
+        """Frames per latent frame after the first (8 for 0.9.8)."""
+        return 2 ** sum(ENCODER_STRIDES[b.name][0] == 2
+                        for b in self.encoder_blocks if b.name != "res_x")
+
+    @property
+    def decoder_channels(self) -> int:
+        """The decoder's widest width (``conv_in``'s output): base x every compress multiplier."""
+        return self.decoder_base_channels * math.prod(
+            b.multiplier or 1 for b in self.decoder_blocks if b.name != "res_x")
+
+    # ------------------------------------------------------------------ presets
+    @classmethod
+    def ltxv_0_9_8(cls) -> LTXVideoVAEConfig:
+        """The VAE of ``ltxv-13b-0.9.8-{dev,distilled}`` and ``ltxv-2b-0.9.8-distilled``."""
+        return cls()
+
+    @classmethod
+    def tiny(cls) -> LTXVideoVAEConfig:
+        """For tests: every block kind, 4x temporal and 16x spatial compression, widths 8-64.
+
+        The decoder mixes a residual ``compress_all`` with plain ``compress_time`` and
+        ``compress_space`` stages so both depth-to-space paths and the frame drop run.
+        """
+        return cls(
+            encoder_blocks=(Block("res_x", 1), Block("compress_space_res", multiplier=2),
+                            Block("res_x", 1), Block("compress_time_res", multiplier=2),
+                            Block("res_x", 1), Block("compress_all_res", multiplier=2),
+                            Block("res_x", 1)),
+            decoder_blocks=(Block("res_x", 2), Block("compress_all", multiplier=2, residual=True),
+                            Block("res_x", 1), Block("compress_time"), Block("res_x", 1),
+                            Block("compress_space"), Block("res_x", 1)),
+            latent_channels=16, encoder_base_channels=8, decoder_base_channels=16)
+
+    # ------------------------------------------------------------------ from_dict
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LTXVideoVAEConfig:
+        """From the authors' config dict, with their ``from_config`` defaults for omitted keys.
+
+        Settings vidax does not implement (2-D or dual convs, quant convs, batch-normalised
+        latents, group/layer norm) are errors naming the key.
+        """
+        if d.get("_class_name", "CausalVideoAutoencoder") != "CausalVideoAutoencoder":
+            raise VidaxError(f"LTX-Video VAE config _class_name {d['_class_name']!r}: vidax "
+                             "reads CausalVideoAutoencoder configs")
+        known = {"_class_name", "_diffusers_version", "dims", "in_channels", "out_channels",
+                 "latent_channels", "encoder_blocks", "decoder_blocks", "blocks",
+                 "scaling_factor", "norm_layer", "patch_size", "latent_log_var",
+                 "use_quant_conv", "causal_decoder", "timestep_conditioning", "double_z",
+                 "normalize_latent_channels", "encoder_base_channels", "decoder_base_channels",
+                 "spatial_padding_mode"}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise VidaxError(f"unknown LTX-Video VAE config keys {unknown}")
+        dims = d.get("dims")
+        fixed = {"dims": (tuple(dims) if isinstance(dims, list) else dims, 3),
+                 "use_quant_conv": (d.get("use_quant_conv", True), False),
+                 "normalize_latent_channels": (d.get("normalize_latent_channels", False), False),
+                 "norm_layer": (d.get("norm_layer", "group_norm"), "pixel_norm")}
+        for key, (value, supported) in fixed.items():
+            if value != supported:
+                raise VidaxError(f"LTX-Video VAE config {key}={value!r}: vidax implements the "
+                                 f"0.9.x VAE ({key}={supported!r})")
+        if "latent_channels" not in d:
+            raise VidaxError("LTX-Video VAE config has no latent_channels (the authors' "
+                             "from_config requires it)")
+        double_z = d.get("double_z", True)
+        blocks = d.get("blocks")
+        return cls(
+            encoder_blocks=d.get("encoder_blocks", blocks),
+            decoder_blocks=d.get("decoder_blocks", blocks),
+            in_channels=d.get("in_channels", 3), out_channels=d.get("out_channels", 3),
+            latent_channels=d["latent_channels"], patch_size=d.get("patch_size", 1),
+            encoder_base_channels=d.get("encoder_base_channels", 128),
+            decoder_base_channels=d.get("decoder_base_channels", 128),
+            latent_log_var=d.get("latent_log_var", "per_channel" if double_z else "none"),
+            causal_decoder=d.get("causal_decoder", False),
+            timestep_conditioning=d.get("timestep_conditioning", False),
+            spatial_padding_mode=d.get("spatial_padding_mode", "zeros"))
+# ------------------------------------------------------------ latent upsampler
+GROUPS = 32
+
+
+@dataclass(frozen=True)
+class LTXVideoUpsamplerConfig:
+    """The authors' ``LatentUpsampler`` arguments; defaults: the 0.9.8 spatial upscaler."""
+
+    in_channels: int = 128
+    mid_channels: int = 512
+    num_blocks_per_stage: int = 4
+    spatial_upsample: bool = True
+    temporal_upsample: bool = False
+
+    def __post_init__(self):
+        if not (self.spatial_upsample or self.temporal_upsample):
+            raise VidaxError("LTX-Video latent upsampler: spatial_upsample or temporal_upsample "
+                             "must be true")
+        if self.mid_channels % GROUPS:
+            raise VidaxError(f"LTX-Video latent upsampler mid_channels {self.mid_channels} must "
+                             f"be a multiple of {GROUPS} (its GroupNorm groups)")
+
+    @property
+    def stride(self) -> tuple[int, int, int]:
+        """The (time, height, width) upsampling factors."""
+        t = 2 if self.temporal_upsample else 1
+        s = 2 if self.spatial_upsample else 1
+        return (t, s, s)
+
+    @classmethod
+    def spatial_0_9_8(cls) -> LTXVideoUpsamplerConfig:
+        """``ltxv-spatial-upscaler-0.9.8.safetensors``: 128 -> 512 channels, 4 + 4 ResBlocks,
+        2x H and W (the file's metadata config carries these numbers and is read first)."""
+        return cls()
+
+    @classmethod
+    def tiny(cls, temporal: bool = False) -> LTXVideoUpsamplerConfig:
+        """For tests: 16 latent channels, 64 mid channels (2 per GroupNorm group), 2 + 2 blocks."""
+        return cls(in_channels=16, mid_channels=64, num_blocks_per_stage=2,
+                   spatial_upsample=not temporal, temporal_upsample=temporal)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LTXVideoUpsamplerConfig:
+        """From the file's metadata ``config`` (the authors' ``LatentUpsampler.config()``),
+        with their ``from_config`` defaults for omitted keys."""
+        if d.get("_class_name", "LatentUpsampler") != "LatentUpsampler":
+            raise VidaxError(f"LTX-Video latent upsampler config _class_name "
+                             f"{d['_class_name']!r}: vidax reads LatentUpsampler configs")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(k for k in d if k not in names | {"dims"} and not k.startswith("_"))
+        if unknown:
+            raise VidaxError(f"unknown LTX-Video latent upsampler config keys {unknown}")
+        if d.get("dims", 2) != 3:
+            raise VidaxError(f"LTX-Video latent upsampler dims={d.get('dims', 2)}: vidax "
+                             "implements the released dims=3 upsamplers")
+        defaults = {"in_channels": 4, "mid_channels": 128, "num_blocks_per_stage": 4,
+                    "spatial_upsample": True, "temporal_upsample": False}
+        return cls(**{k: d.get(k, v) for k, v in defaults.items()})
