@@ -139,6 +139,23 @@ class RMSNorm(nnx.Module):
         return (y * self.scale[...].astype(jnp.float32)).astype(x.dtype)
 
 
+def layer_norm(x: jax.Array, eps: float) -> jax.Array:
+    """``nn.LayerNorm(elementwise_affine=False)`` over the last axis (no parameters):
+    statistics in float32, the result in the input's dtype."""
+    xf = x.astype(jnp.float32)
+    mean = xf.mean(-1, keepdims=True)
+    var = jnp.square(xf - mean).mean(-1, keepdims=True)
+    return ((xf - mean) * jax.lax.rsqrt(var + eps)).astype(x.dtype)
+
+
+def rms_norm(x: jax.Array, eps: float) -> jax.Array:
+    """RMS normalisation over the last axis without a weight (diffusers'
+    ``RMSNorm(elementwise_affine=False)``, ltx-core's ``rms_norm`` without one): statistics and
+    the product in float32, the result in the input's dtype."""
+    xf = x.astype(jnp.float32)
+    return (xf * jax.lax.rsqrt(jnp.square(xf).mean(-1, keepdims=True) + eps)).astype(x.dtype)
+
+
 class Embedding(nnx.Module):
     def __init__(self, num_embeddings: int, features: int, *, keys: KeyGen,
                  param_dtype=jnp.float32):

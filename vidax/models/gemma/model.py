@@ -19,7 +19,8 @@ transformers (torch)                                        vidax
 ==========================================================  =====================================
 
 What sets Gemma 3 apart from the Llama/Qwen decoders of :mod:`vidax.models.llama.model` and
-:mod:`vidax.models.reason1.model` (so little of theirs is reused beyond the shapes):
+:mod:`vidax.models.reason1.model` (of their blocks, :mod:`vidax.nn.decoder_lm`, it shares the
+attention, given its q/k norms and scale, and the gated MLP, given its activation):
 
 * the token embeddings are multiplied by ``sqrt(hidden_size)``, rounded to the
   activations' dtype first (``Gemma3TextScaledWordEmbedding``);
@@ -57,9 +58,8 @@ from flax import nnx
 
 from vidax.errors import VidaxError
 from vidax.models.gemma.config import FULL, SLIDING, GemmaConfig
-from vidax.nn.attention import attention
-from vidax.nn.layers import Embedding, KeyGen, Linear
-from vidax.nn.rope import apply_rope_half
+from vidax.nn.decoder_lm import DecoderAttention, GatedMLP, rope_inv_freq
+from vidax.nn.layers import Embedding, KeyGen
 
 
 # ---------------------------------------------------------------------------- functions
@@ -75,8 +75,7 @@ def rope_tables(length: int, config: GemmaConfig, layer_type: str,
         theta, factor = config.rope_theta, config.rope_scaling_factor
     else:
         theta, factor = config.rope_local_base_freq, 1.0
-    inv_freq = (1.0 / np.power(float(theta), np.arange(0, dim, 2, dtype=np.float64) / dim))
-    inv_freq = inv_freq.astype(np.float32) / np.float32(factor)
+    inv_freq = rope_inv_freq(theta, dim) / np.float32(factor)
     angles = np.outer(np.arange(length, dtype=np.float32), inv_freq)
     return jnp.asarray(np.cos(angles), dtype), jnp.asarray(np.sin(angles), dtype)
 
@@ -99,6 +98,10 @@ def attention_masks(length: int, config: GemmaConfig,
     return masks
 
 
+def _gelu_tanh(x: jax.Array) -> jax.Array:
+    return jax.nn.gelu(x, approximate=True)
+
+
 # ---------------------------------------------------------------------------- modules
 class GemmaRMSNorm(nnx.Module):
     """Mirrors ``Gemma3RMSNorm``: ``(x / rms(x)) * (1 + weight)`` in float32, rounded once
@@ -114,53 +117,6 @@ class GemmaRMSNorm(nnx.Module):
         return (y * (1.0 + self.scale[...].astype(jnp.float32))).astype(x.dtype)
 
 
-class GemmaAttention(nnx.Module):
-    """Mirrors ``Gemma3Attention`` (no cache): q/k/v projections, per-head RMSNorm of q and
-    k, RoPE, key/value heads repeated over their query-head groups, logits scaled by
-    ``query_pre_attn_scalar ** -0.5``. A query with no key to attend to (a left pad under
-    the padding mask) gets a zero output, as torch's ``scaled_dot_product_attention``
-    (transformers' default kernel) returns for a fully masked row."""
-
-    def __init__(self, cfg: GemmaConfig, *, keys: KeyGen, param_dtype):
-        self.num_heads, self.num_kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
-        self.head_dim = cfg.head_dim
-        self.scale = float(cfg.query_pre_attn_scalar) ** -0.5
-        kw = dict(keys=keys, bias=False, param_dtype=param_dtype)
-        q = cfg.num_attention_heads * cfg.head_dim
-        kv = cfg.num_key_value_heads * cfg.head_dim
-        self.q_proj = Linear(cfg.hidden_size, q, **kw)
-        self.k_proj = Linear(cfg.hidden_size, kv, **kw)
-        self.v_proj = Linear(cfg.hidden_size, kv, **kw)
-        self.o_proj = Linear(q, cfg.hidden_size, **kw)
-        self.q_norm = GemmaRMSNorm(cfg.head_dim, eps=cfg.rms_norm_eps, param_dtype=param_dtype)
-        self.k_norm = GemmaRMSNorm(cfg.head_dim, eps=cfg.rms_norm_eps, param_dtype=param_dtype)
-
-    def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array,
-                 no_keys: jax.Array) -> jax.Array:
-        b, n, _ = x.shape
-        q = self.q_norm(self.q_proj(x).reshape(b, n, self.num_heads, self.head_dim))
-        k = self.k_norm(self.k_proj(x).reshape(b, n, self.num_kv_heads, self.head_dim))
-        v = self.v_proj(x).reshape(b, n, self.num_kv_heads, self.head_dim)
-        q, k = apply_rope_half(q, cos, sin), apply_rope_half(k, cos, sin)
-        out = attention(q, k, v, mask=mask, scale=self.scale)   # grouped-query
-        out = jnp.where(no_keys[:, :, None, None], jnp.zeros((), out.dtype), out)
-        return self.o_proj(out.reshape(b, n, -1))
-
-
-class GemmaMLP(nnx.Module):
-    """Mirrors ``Gemma3MLP``: ``down(gelu_tanh(gate(x)) * up(x))``, no biases."""
-
-    def __init__(self, cfg: GemmaConfig, *, keys: KeyGen, param_dtype):
-        kw = dict(keys=keys, bias=False, param_dtype=param_dtype)
-        self.gate_proj = Linear(cfg.hidden_size, cfg.intermediate_size, **kw)
-        self.up_proj = Linear(cfg.hidden_size, cfg.intermediate_size, **kw)
-        self.down_proj = Linear(cfg.intermediate_size, cfg.hidden_size, **kw)
-
-    def __call__(self, x: jax.Array) -> jax.Array:
-        return self.down_proj(jax.nn.gelu(self.gate_proj(x), approximate=True)
-                              * self.up_proj(x))
-
-
 class GemmaDecoderLayer(nnx.Module):
     """Mirrors ``Gemma3DecoderLayer``: normed attention and MLP, each normed again before
     its residual add."""
@@ -169,10 +125,15 @@ class GemmaDecoderLayer(nnx.Module):
         self.layer_type = layer_type
         norm = dict(eps=cfg.rms_norm_eps, param_dtype=param_dtype)
         self.input_layernorm = GemmaRMSNorm(cfg.hidden_size, **norm)
-        self.self_attn = GemmaAttention(cfg, keys=keys, param_dtype=param_dtype)
+        # Gemma3Attention: unbiased q/k/v/o, q and k RMS-normed per head before RoPE, logits
+        # scaled by query_pre_attn_scalar ** -0.5
+        self.self_attn = DecoderAttention(
+            cfg, qkv_bias=False, o_bias=False, keys=keys, param_dtype=param_dtype,
+            scale=float(cfg.query_pre_attn_scalar) ** -0.5,
+            qk_norm=lambda dim: GemmaRMSNorm(dim, **norm))
         self.post_attention_layernorm = GemmaRMSNorm(cfg.hidden_size, **norm)
         self.pre_feedforward_layernorm = GemmaRMSNorm(cfg.hidden_size, **norm)
-        self.mlp = GemmaMLP(cfg, keys=keys, param_dtype=param_dtype)
+        self.mlp = GatedMLP(cfg, _gelu_tanh, keys=keys, param_dtype=param_dtype)   # Gemma3MLP
         self.post_feedforward_layernorm = GemmaRMSNorm(cfg.hidden_size, **norm)
 
     def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array,

@@ -18,8 +18,8 @@ transformers (torch)                                   vidax
 
 The computation is that of the Qwen2.5-VL language model of :mod:`vidax.models.reason1.model`
 (pre-norm decoder, RMSNorm rounding before its scale, causal grouped-query attention with a
-key padding mask, half-split RoPE, SwiGLU MLP), so the norm, the MLP and the attention's
-forward are reused from there; what differs is small:
+key padding mask, half-split RoPE, SwiGLU MLP): both are built from the same blocks,
+:mod:`vidax.nn.decoder_lm`'s; what differs is small:
 
 * projections: no biases by default (``attention_bias`` adds them to q, k, v *and* o, as
   ``LlamaAttention`` does; Qwen2 biases q, k, v only), and ``head_dim`` may be set apart
@@ -50,8 +50,9 @@ from flax import nnx
 
 from vidax.errors import VidaxError
 from vidax.models.llama.config import LlamaConfig
-from vidax.models.reason1.model import Qwen2Attention, Qwen2DecoderLayer, Qwen2MLP, Qwen2RMSNorm
-from vidax.nn.layers import Embedding, KeyGen, Linear
+from vidax.nn.decoder_lm import (DecoderLayer, DecoderRMSNorm, causal_padding_mask,
+                                 rope_inv_freq)
+from vidax.nn.layers import Embedding, KeyGen
 
 
 # ---------------------------------------------------------------------------- functions
@@ -59,44 +60,12 @@ def rope_tables(length: int, config: LlamaConfig, dtype) -> tuple[jax.Array, jax
     """cos and sin ``[L, head_dim / 2]`` for positions ``0 .. L-1``: ``LlamaRotaryEmbedding``
     ("default" type, attention scaling 1) without its duplicated half. Host constants: the
     positions are static."""
-    dim = config.head_dim
-    inv_freq = (1.0 / np.power(float(config.rope_theta),
-                               np.arange(0, dim, 2, dtype=np.float64) / dim)).astype(np.float32)
+    inv_freq = rope_inv_freq(config.rope_theta, config.head_dim)
     angles = np.outer(np.arange(length, dtype=np.float32), inv_freq)     # float32 products
     return jnp.asarray(np.cos(angles), dtype), jnp.asarray(np.sin(angles), dtype)
 
 
 # ---------------------------------------------------------------------------- modules
-class LlamaAttention(Qwen2Attention):
-    """Mirrors ``LlamaAttention`` (no cache): Qwen2's forward (RoPE on q and k, key/value
-    heads repeated over their groups, a zero output for a query with no key to attend to, as
-    torch's SDPA gives) with Llama's projections."""
-
-    def __init__(self, cfg: LlamaConfig, *, keys: KeyGen, param_dtype):
-        self.num_heads, self.num_kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
-        self.head_dim = cfg.head_dim
-        kw = dict(keys=keys, bias=cfg.attention_bias, param_dtype=param_dtype)
-        q = cfg.num_attention_heads * cfg.head_dim
-        kv = cfg.num_key_value_heads * cfg.head_dim
-        self.q_proj = Linear(cfg.hidden_size, q, **kw)
-        self.k_proj = Linear(cfg.hidden_size, kv, **kw)
-        self.v_proj = Linear(cfg.hidden_size, kv, **kw)
-        self.o_proj = Linear(q, cfg.hidden_size, **kw)
-
-
-class LlamaDecoderLayer(Qwen2DecoderLayer):
-    """Mirrors ``LlamaDecoderLayer``: ``x + attn(rms(x))``, then ``x + mlp(rms(x))``."""
-
-    def __init__(self, cfg: LlamaConfig, *, keys: KeyGen, param_dtype):
-        kw = dict(keys=keys, param_dtype=param_dtype)
-        self.input_layernorm = Qwen2RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps,
-                                            param_dtype=param_dtype)
-        self.self_attn = LlamaAttention(cfg, **kw)
-        self.post_attention_layernorm = Qwen2RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps,
-                                                     param_dtype=param_dtype)
-        self.mlp = Qwen2MLP(cfg, **kw)
-
-
 class LlamaModel(nnx.Module):
     """Mirrors ``LlamaModel`` for text encoding (no cache).
 
@@ -117,9 +86,12 @@ class LlamaModel(nnx.Module):
         keys = keys if isinstance(keys, KeyGen) else KeyGen(keys)
         kw = dict(keys=keys, param_dtype=param_dtype)
         self.embed_tokens = Embedding(cfg.vocab_size, cfg.hidden_size, **kw)
-        self.layers = nnx.List([LlamaDecoderLayer(cfg, **kw)
-                                for _ in range(cfg.num_hidden_layers)])
-        self.norm = Qwen2RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps, param_dtype=param_dtype)
+        # LlamaDecoderLayer: LlamaAttention's four projections all biased or not
+        # (``attention_bias``), the SwiGLU LlamaMLP, LlamaRMSNorm (Qwen2's computation).
+        self.layers = nnx.List([
+            DecoderLayer(cfg, qkv_bias=cfg.attention_bias, o_bias=cfg.attention_bias, **kw)
+            for _ in range(cfg.num_hidden_layers)])
+        self.norm = DecoderRMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps, param_dtype=param_dtype)
 
     def __call__(self, input_ids: jax.Array,
                  attention_mask: jax.Array | None = None) -> tuple[jax.Array, ...]:
@@ -130,17 +102,15 @@ class LlamaModel(nnx.Module):
         b, n = input_ids.shape
         x = self.embed_tokens(input_ids)
         cos, sin = rope_tables(n, self.config, x.dtype)
-        # Qwen2Attention rotates with per-row tables [B, L, head_dim / 2]
+        # rotated with per-row tables [B, L, head_dim / 2], as Qwen2's attention (which this
+        # one was first written on) is
         cos, sin = (jnp.broadcast_to(t, (b, *t.shape)) for t in (cos, sin))
-        mask = jnp.tril(jnp.ones((n, n), bool))[None, None]          # [1, 1, L, L]
-        no_keys = None
         if attention_mask is not None:
             attention_mask = jnp.asarray(attention_mask)
             if attention_mask.shape != (b, n):
                 raise VidaxError(f"Llama attention_mask of shape {list(attention_mask.shape)}"
                                  f" for input_ids [{b}, {n}]")
-            mask = mask & (attention_mask != 0)[:, None, None, :]
-            no_keys = ~mask[:, 0].any(-1)                              # [B, L]
+        mask, no_keys = causal_padding_mask(n, attention_mask)
         hidden_states = [x]
         for layer in self.layers:
             x = layer(x, cos, sin, mask, no_keys)

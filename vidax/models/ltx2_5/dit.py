@@ -81,7 +81,7 @@ from vidax.errors import VidaxError
 from vidax.models.ltx2_5.config import LTX2DiTConfig
 from vidax.models.ltx_video.dit import CombinedTimestepEmbedding, TextProjection
 from vidax.nn.attention import attention
-from vidax.nn.layers import KeyGen, Linear, RMSNorm, init_param
+from vidax.nn.layers import KeyGen, Linear, RMSNorm, init_param, layer_norm, rms_norm
 
 _F32 = jnp.float32
 #: ltx-core builds the connectors with their default RoPE theta, not the DiT's config value.
@@ -189,20 +189,6 @@ def apply_split_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
 
 
 # ---------------------------------------------------------------------------- functions
-def _rms_norm(x: jax.Array, eps: float) -> jax.Array:
-    """``ltx_core.utils.rms_norm`` without weight: statistics in float32."""
-    xf = x.astype(_F32)
-    return (xf * jax.lax.rsqrt(jnp.square(xf).mean(-1, keepdims=True) + eps)).astype(x.dtype)
-
-
-def _layer_norm(x: jax.Array, eps: float) -> jax.Array:
-    """``nn.LayerNorm(elementwise_affine=False)``."""
-    xf = x.astype(_F32)
-    mean = xf.mean(-1, keepdims=True)
-    var = jnp.square(xf - mean).mean(-1, keepdims=True)
-    return ((xf - mean) * jax.lax.rsqrt(var + eps)).astype(x.dtype)
-
-
 def _mask_bias(mask: jax.Array | None, dtype) -> jax.Array | None:
     """A ``[B, L]`` 0/1 mask -> the authors' additive ``[B, 1, 1, L]`` bias ``(m - 1) * max``."""
     if mask is None:
@@ -337,19 +323,19 @@ class BasicAVTransformerBlock(nnx.Module):
     def _self_and_text(self, s: _Stream, attn1: Attention, attn2: Attention, table: jax.Array,
                        prompt_table: jax.Array | None) -> jax.Array:
         shift, scale, gate = _rows(table, s.ada, slice(0, 3))
-        x = s.x + attn1(_rms_norm(s.x, self.eps) * (1 + scale) + shift, rope=s.rope) * gate
+        x = s.x + attn1(rms_norm(s.x, self.eps) * (1 + scale) + shift, rope=s.rope) * gate
         if not self.cross_attention_adaln:
-            return x + attn2(_rms_norm(x, self.eps), s.context, bias=s.context_bias)
+            return x + attn2(rms_norm(x, self.eps), s.context, bias=s.context_bias)
         # apply_cross_attention_adaln
         shift_q, scale_q, gate_q = _rows(table, s.ada, slice(6, 9))
         shift_kv, scale_kv = _rows(prompt_table, s.prompt_ada, slice(0, 2))
-        q_in = _rms_norm(x, self.eps) * (1 + scale_q) + shift_q
+        q_in = rms_norm(x, self.eps) * (1 + scale_q) + shift_q
         return x + attn2(q_in, s.context * (1 + scale_kv) + shift_kv, bias=s.context_bias) * gate_q
 
     def _feed_forward(self, x: jax.Array, ada: jax.Array, table: jax.Array,
                       ff: FeedForward) -> jax.Array:
         shift, scale, gate = _rows(table, ada, slice(3, 6))
-        return x + ff(_rms_norm(x, self.eps) * (1 + scale) + shift) * gate
+        return x + ff(rms_norm(x, self.eps) * (1 + scale) + shift) * gate
 
     def _av_values(self, table: jax.Array, s: _Stream, rows: slice):
         """``get_av_ca_ada_values``: (scale, shift) from rows 0:4 and the gate from row 4."""
@@ -369,7 +355,7 @@ class BasicAVTransformerBlock(nnx.Module):
         if video is not None and audio is not None:
             v_table = self.scale_shift_table_a2v_ca_video[...]
             a_table = self.scale_shift_table_a2v_ca_audio[...]
-            vx_norm, ax_norm = _rms_norm(vx, self.eps), _rms_norm(ax, self.eps)
+            vx_norm, ax_norm = rms_norm(vx, self.eps), rms_norm(ax, self.eps)
             # audio -> video: queries video, keys/values audio
             v_scale, v_shift, v_gate = self._av_values(v_table, video, slice(0, 2))
             a_scale, a_shift, _ = self._av_values(a_table, audio, slice(0, 2))
@@ -405,8 +391,8 @@ class _ConnectorBlock(nnx.Module):
         self.ff = FeedForward(dim, keys=keys, param_dtype=param_dtype)
 
     def __call__(self, x, rope, bias):
-        x = x + self.attn1(_rms_norm(x, 1e-6), rope=rope, bias=bias)
-        return x + self.ff(_rms_norm(x, 1e-6))
+        x = x + self.attn1(rms_norm(x, 1e-6), rope=rope, bias=bias)
+        return x + self.ff(rms_norm(x, 1e-6))
 
 
 class EmbeddingsConnector(nnx.Module):
@@ -445,7 +431,7 @@ class EmbeddingsConnector(nnx.Module):
                            theta=CONNECTOR_THETA, max_pos=self.max_pos, middle=False)
         for block in self.transformer_1d_blocks:
             x = block(x, rope, bias)
-        return _rms_norm(x, 1e-6)
+        return rms_norm(x, 1e-6)
 
 
 class LTX2DiT(nnx.Module):
@@ -574,7 +560,7 @@ class LTX2DiT(nnx.Module):
         table = getattr(self, pre + "scale_shift_table")[...].astype(x.dtype)
         values = table[None, None] + embedded[:, :, None]
         shift, scale = values[:, :, 0], values[:, :, 1]
-        x = _layer_norm(x, self.config.norm_eps) * (1 + scale) + shift
+        x = layer_norm(x, self.config.norm_eps) * (1 + scale) + shift
         return getattr(self, pre + "proj_out")(x)
 
     def __call__(self, video: Modality | None, audio: Modality | None = None

@@ -66,7 +66,7 @@ from vidax.errors import VidaxError
 from vidax.models.ltx_video.config import LTXVideoDiTConfig
 from vidax.nn.attention import attention
 from vidax.nn.embeddings import diffusers_timestep_embedding
-from vidax.nn.layers import KeyGen, Linear, RMSNorm, init_param
+from vidax.nn.layers import KeyGen, Linear, RMSNorm, init_param, layer_norm, rms_norm
 
 _F32 = jnp.float32
 #: The 0.9.x causal VAE's (time, height, width) compression: latent -> pixel coordinates.
@@ -136,21 +136,6 @@ def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
     pairs = x.reshape(*x.shape[:-1], -1, 2)
     rotated = jnp.stack([-pairs[..., 1], pairs[..., 0]], axis=-1).reshape(x.shape)
     return x * cos.astype(x.dtype) + rotated * sin.astype(x.dtype)
-
-
-def _rms_norm(x: jax.Array, eps: float) -> jax.Array:
-    """diffusers' ``RMSNorm(elementwise_affine=False)``: statistics and the product in float32,
-    the result in the input's dtype."""
-    xf = x.astype(_F32)
-    return (xf * jax.lax.rsqrt(jnp.square(xf).mean(-1, keepdims=True) + eps)).astype(x.dtype)
-
-
-def _layer_norm(x: jax.Array, eps: float) -> jax.Array:
-    """``nn.LayerNorm(elementwise_affine=False)``."""
-    xf = x.astype(_F32)
-    mean = xf.mean(-1, keepdims=True)
-    var = jnp.square(xf - mean).mean(-1, keepdims=True)
-    return ((xf - mean) * jax.lax.rsqrt(var + eps)).astype(x.dtype)
 
 
 def _gelu_tanh(x: jax.Array) -> jax.Array:
@@ -279,10 +264,10 @@ class BasicTransformerBlock(nnx.Module):
         values = self.scale_shift_table[...].astype(x.dtype) + ada.reshape(b, t, 6, -1)
         shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = (
             values[:, :, i] for i in range(6))
-        h = _rms_norm(x, self.eps) * (1 + scale_msa) + shift_msa
+        h = rms_norm(x, self.eps) * (1 + scale_msa) + shift_msa
         out = x + gate_msa * self.attn1(h, rope=rope, skip=skip, skip_strategy=skip_strategy)
         out = out + self.attn2(out, context, bias=context_bias)
-        h = _rms_norm(out, self.eps) * (1 + scale_mlp) + shift_mlp
+        h = rms_norm(out, self.eps) * (1 + scale_mlp) + shift_mlp
         out = out + gate_mlp * self.ff(h)
         if skip is not None and skip_strategy == "transformer_block":
             keep = skip.astype(out.dtype)[:, None, None]
@@ -392,6 +377,6 @@ class LTXVideoDiT(nnx.Module):
 
         values = self.scale_shift_table[...].astype(dtype)[None, None] + embedded[:, :, None]
         shift, scale = values[:, :, 0], values[:, :, 1]
-        x = _layer_norm(x, NORM_OUT_EPS) * (1 + scale) + shift
+        x = layer_norm(x, NORM_OUT_EPS) * (1 + scale) + shift
         out = self.proj_out(x)
         return out.reshape(*latents.shape[:-1], cfg.out_channels) if grid else out

@@ -55,9 +55,9 @@ from flax import nnx
 
 from vidax.errors import VidaxError
 from vidax.models.reason1.config import Reason1Config
-from vidax.nn.attention import attention
-from vidax.nn.layers import Embedding, KeyGen, Linear
-from vidax.nn.rope import apply_rope_half
+from vidax.nn.decoder_lm import (DecoderLayer, DecoderRMSNorm, causal_padding_mask,
+                                 rope_inv_freq)
+from vidax.nn.layers import Embedding, KeyGen
 
 
 # ---------------------------------------------------------------------------- functions
@@ -71,9 +71,7 @@ def mrope_tables(position_ids: jax.Array, config: Reason1Config,
     raises in float32, which can land one unit in the last place away on some frequencies);
     angles and their cos/sin are float32, then cast to ``dtype``.
     """
-    dim = config.head_dim
-    inv_freq = (1.0 / np.power(float(config.rope_theta),
-                               np.arange(0, dim, 2, dtype=np.float64) / dim)).astype(np.float32)
+    inv_freq = rope_inv_freq(config.rope_theta, config.head_dim)
     angles = position_ids.astype(jnp.float32)[..., None] * inv_freq    # [3, B, L, dim/2]
     bounds = np.cumsum((0, *config.mrope_section))
     angles = jnp.concatenate([angles[axis, ..., lo:hi]
@@ -104,83 +102,6 @@ def full_concat(hidden_states, *, eps: float = 1e-8) -> jax.Array:
 
 
 # ---------------------------------------------------------------------------- modules
-class Qwen2RMSNorm(nnx.Module):
-    """Mirrors ``Qwen2_5_VLRMSNorm``: ``weight * (x / rms(x)).to(x.dtype)``. Not
-    ``vidax.nn.layers.RMSNorm``, which scales in float32 before its one rounding: in bfloat16
-    transformers rounds the normalised activations first, then the product."""
-
-    def __init__(self, dim: int, *, eps: float, param_dtype):
-        self.eps = eps
-        self.scale = nnx.Param(jnp.ones((dim,), param_dtype))
-
-    def __call__(self, x: jax.Array) -> jax.Array:
-        xf = x.astype(jnp.float32)
-        y = xf * jax.lax.rsqrt(jnp.square(xf).mean(-1, keepdims=True) + self.eps)
-        return self.scale[...].astype(x.dtype) * y.astype(x.dtype)
-
-
-class Qwen2Attention(nnx.Module):
-    """Mirrors ``Qwen2_5_VLAttention`` (no cache): biased q/k/v, unbiased o, RoPE on q and k,
-    key/value heads repeated over their query-head groups. A query with no key to attend to
-    (``no_keys``: a left pad under a padding mask) gets a zero attention output, as torch's
-    ``scaled_dot_product_attention`` (transformers' default kernel) returns for a fully masked
-    row; XLA's softmax would average every value instead."""
-
-    def __init__(self, cfg: Reason1Config, *, keys: KeyGen, param_dtype):
-        self.num_heads, self.num_kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
-        self.head_dim = cfg.head_dim
-        kw = dict(keys=keys, param_dtype=param_dtype)
-        kv = cfg.num_key_value_heads * cfg.head_dim
-        self.q_proj = Linear(cfg.hidden_size, cfg.hidden_size, **kw)
-        self.k_proj = Linear(cfg.hidden_size, kv, **kw)
-        self.v_proj = Linear(cfg.hidden_size, kv, **kw)
-        self.o_proj = Linear(cfg.hidden_size, cfg.hidden_size, bias=False, **kw)
-
-    def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array,
-                 no_keys: jax.Array | None) -> jax.Array:
-        b, n, _ = x.shape
-        q = self.q_proj(x).reshape(b, n, self.num_heads, self.head_dim)
-        k = self.k_proj(x).reshape(b, n, self.num_kv_heads, self.head_dim)
-        v = self.v_proj(x).reshape(b, n, self.num_kv_heads, self.head_dim)
-        rotate = jax.vmap(apply_rope_half)            # tables differ per batch row
-        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
-        out = attention(q, k, v, mask=mask)       # grouped-query: k/v heads shared
-        if no_keys is not None:
-            out = jnp.where(no_keys[:, :, None, None], jnp.zeros((), out.dtype), out)
-        return self.o_proj(out.reshape(b, n, -1))
-
-
-class Qwen2MLP(nnx.Module):
-    """Mirrors transformers' ``Qwen2MLP``: ``down(silu(gate(x)) * up(x))``, no biases."""
-
-    def __init__(self, cfg: Reason1Config, *, keys: KeyGen, param_dtype):
-        kw = dict(keys=keys, bias=False, param_dtype=param_dtype)
-        self.gate_proj = Linear(cfg.hidden_size, cfg.intermediate_size, **kw)
-        self.up_proj = Linear(cfg.hidden_size, cfg.intermediate_size, **kw)
-        self.down_proj = Linear(cfg.intermediate_size, cfg.hidden_size, **kw)
-
-    def __call__(self, x: jax.Array) -> jax.Array:
-        return self.down_proj(jax.nn.silu(self.gate_proj(x)) * self.up_proj(x))
-
-
-class Qwen2DecoderLayer(nnx.Module):
-    """Mirrors ``Qwen2_5_VLDecoderLayer``: pre-norm attention and MLP, residual adds."""
-
-    def __init__(self, cfg: Reason1Config, *, keys: KeyGen, param_dtype):
-        kw = dict(keys=keys, param_dtype=param_dtype)
-        self.input_layernorm = Qwen2RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps,
-                                            param_dtype=param_dtype)
-        self.self_attn = Qwen2Attention(cfg, **kw)
-        self.post_attention_layernorm = Qwen2RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps,
-                                                     param_dtype=param_dtype)
-        self.mlp = Qwen2MLP(cfg, **kw)
-
-    def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array,
-                 no_keys: jax.Array | None) -> jax.Array:
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, no_keys)
-        return x + self.mlp(self.post_attention_layernorm(x))
-
-
 class Reason1TextModel(nnx.Module):
     """Mirrors ``Qwen2_5_VLTextModel`` for text encoding (no cache, no sliding window).
 
@@ -202,9 +123,10 @@ class Reason1TextModel(nnx.Module):
         keys = keys if isinstance(keys, KeyGen) else KeyGen(keys)
         kw = dict(keys=keys, param_dtype=param_dtype)
         self.embed_tokens = Embedding(cfg.vocab_size, cfg.hidden_size, **kw)
-        self.layers = nnx.List([Qwen2DecoderLayer(cfg, **kw)
+        # Qwen2_5_VLDecoderLayer (vidax.nn.decoder_lm): Qwen2_5_VLAttention biases q, k, v, not o
+        self.layers = nnx.List([DecoderLayer(cfg, qkv_bias=True, o_bias=False, **kw)
                                 for _ in range(cfg.num_hidden_layers)])
-        self.norm = Qwen2RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps, param_dtype=param_dtype)
+        self.norm = DecoderRMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps, param_dtype=param_dtype)
 
     def __call__(self, input_ids: jax.Array, attention_mask: jax.Array | None = None,
                  position_ids: jax.Array | None = None) -> tuple[jax.Array, ...]:
@@ -220,11 +142,7 @@ class Reason1TextModel(nnx.Module):
                              f"expected [{b}, {n}] or [3, {b}, {n}] for input_ids [{b}, {n}]")
         x = self.embed_tokens(input_ids)
         cos, sin = mrope_tables(position_ids, self.config, x.dtype)
-        mask = jnp.tril(jnp.ones((n, n), bool))[None, None]          # [1, 1, L, L]
-        no_keys = None
-        if attention_mask is not None:
-            mask = mask & (jnp.asarray(attention_mask) != 0)[:, None, None, :]
-            no_keys = ~mask[:, 0].any(-1)                              # [B, L]
+        mask, no_keys = causal_padding_mask(n, attention_mask)
         hidden_states = [x]
         for layer in self.layers:
             x = layer(x, cos, sin, mask, no_keys)
