@@ -92,15 +92,25 @@ def _print_report(report) -> int:
 
 
 def cmd_verify(args) -> int:
-    from vidax import loading
-
+    # Names, layout and config resolve without JAX (the manifest, the registry, the config
+    # modules), so a wrong name fails at once; building the abstract model (vidax.loading)
+    # brings JAX in.
     if args.manifest:
+        from vidax import registry
         from vidax.manifests import load_manifest
 
-        return _print_report(loading.verify_manifest(load_manifest(args.manifest)))
+        manifest = load_manifest(args.manifest)
+        spec, variant = registry.resolve(manifest.family, manifest.variant, manifest.component,
+                                         manifest.layout)
+        spec.make_config(variant)
+        from vidax import loading
+
+        return _print_report(loading.verify_manifest(manifest))
     if not (args.model_type and args.checkpoint and args.component):
         raise VidaxError("vidax verify needs either --manifest FILE, or MODEL_TYPE with "
                          "--component and --checkpoint (and --variant)")
+    from vidax import loading
+
     return _print_report(loading.verify_checkpoint(
         args.model_type, args.component, args.checkpoint, variant=args.variant,
         layout=args.layout))
