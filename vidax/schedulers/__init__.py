@@ -1,11 +1,20 @@
 """Samplers: the step rules that turn a model's predictions into the next latents.
 
-LTX-Video's rectified-flow sampler is :class:`RectifiedFlowScheduler` (module
-:mod:`vidax.schedulers.rectified_flow`: its schedule comes from the release file's metadata,
-its step is a pure function of per-token timesteps).
+Every sampler follows one protocol (:class:`~vidax.schedulers.base.Scheduler`: host
+``timesteps``, ``init(shape, sharding)`` -> a donatable state pytree, a pure jit-able
+``step(model_output, step_index, sample, state, **extra)``), which
+:meth:`vidax.pipelines.base.PipelineBase.denoise` drives:
 
-So far: the Wan authors' two flow-matching samplers, ported to give their timesteps
-exactly and their sample trajectories to float32 round-off.
+* the Wan authors' two flow-matching samplers (below), ported to give their timesteps
+  exactly and their sample trajectories to float32 round-off;
+* :class:`KarrasFlowUniPCScheduler`: the same UniPC over Cosmos-Predict2.5's Karras flow
+  schedule (diffusers' ``UniPCMultistepScheduler(use_karras_sigmas, use_flow_sigmas)``);
+* :class:`FlowMatchEulerScheduler`: HunyuanVideo's flow-matching Euler
+  (:mod:`vidax.schedulers.flow_euler`);
+* CogVideoX's DDIM and stochastic DPM-Solver++ (:mod:`vidax.schedulers.cogvideox`);
+* LTX-Video's rectified flow: :class:`RectifiedFlowScheduler` reads the release file's
+  settings and computes the schedule, :class:`RectifiedFlowSteps` steps it (per-token
+  timesteps; :mod:`vidax.schedulers.rectified_flow`).
 
 * :class:`FlowUniPCMultistepScheduler` (``--sample_solver unipc``, the default): UniPC
   bh2, order 2, predicting x0; the schedule starts at sigma 0.999.
@@ -53,6 +62,7 @@ stated. Wan2.2 A14B runs the high-noise expert (and its guidance) while the inte
 timestep ``t >= boundary * 1000``, the low-noise expert after.
 """
 
+from vidax.schedulers.base import Scheduler
 from vidax.schedulers.common import flow_schedule, shift_sigmas
 from vidax.schedulers.flow_dpm import (
     DPMCoefficients,
@@ -60,12 +70,15 @@ from vidax.schedulers.flow_dpm import (
     FlowDPMSolverMultistepScheduler,
     get_sampling_sigmas,
 )
+from vidax.schedulers.flow_euler import FlowMatchEulerScheduler, flow_match_schedule
 from vidax.schedulers.flow_unipc import (
     FlowUniPCMultistepScheduler,
+    KarrasFlowUniPCScheduler,
     UniPCCoefficients,
     UniPCState,
+    karras_flow_sigmas,
 )
-from vidax.schedulers.rectified_flow import RectifiedFlowScheduler
+from vidax.schedulers.rectified_flow import RectifiedFlowScheduler, RectifiedFlowSteps
 
 #: The authors' ``--sample_solver`` names.
 SAMPLE_SOLVERS = {
@@ -78,11 +91,17 @@ __all__ = [
     "DPMCoefficients",
     "DPMState",
     "FlowDPMSolverMultistepScheduler",
+    "FlowMatchEulerScheduler",
     "FlowUniPCMultistepScheduler",
+    "KarrasFlowUniPCScheduler",
     "RectifiedFlowScheduler",
+    "RectifiedFlowSteps",
+    "Scheduler",
     "UniPCCoefficients",
     "UniPCState",
+    "flow_match_schedule",
     "flow_schedule",
     "get_sampling_sigmas",
+    "karras_flow_sigmas",
     "shift_sigmas",
 ]

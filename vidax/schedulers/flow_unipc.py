@@ -248,3 +248,44 @@ class FlowUniPCMultistepScheduler:
         history = (*state.model_outputs[1:], x0)
         x_next = _bh_update(x, history, c.p_ratio, c.p_m0_coef, c.p_gain, c.p_rk, c.p_rho)
         return x_next, UniPCState(history, x, coef)
+
+
+# ----------------------------------------------------------------------------- Karras flow
+def karras_flow_sigmas(num_inference_steps: int, sigma_min: float = 0.01,
+                       sigma_max: float = 200.0, rho: float = 7.0,
+                       num_train_timesteps: int = 1000) -> tuple[np.ndarray, np.ndarray]:
+    """(int64 timesteps ``[N]``, float32 sigmas ``[N + 1]``) of diffusers'
+    ``UniPCMultistepScheduler.set_timesteps`` with ``use_karras_sigmas`` and
+    ``use_flow_sigmas`` (``_convert_to_karras``, then ``s / (s + 1)``, final sigma 0), in its
+    float64 arithmetic; timesteps truncated as its ``.to(torch.int64)``."""
+    ramp = np.linspace(0, 1, num_inference_steps)
+    lo, hi = sigma_min ** (1 / rho), sigma_max ** (1 / rho)
+    karras = (hi + ramp * (lo - hi)) ** rho
+    flow = karras / (karras + 1)
+    timesteps = (flow * num_train_timesteps).astype(np.int64)
+    return timesteps, np.concatenate([flow, [0.0]]).astype(np.float32)
+
+
+class KarrasFlowUniPCScheduler(FlowUniPCMultistepScheduler):
+    """UniPC (bh2, order 2, x0) over Cosmos-Predict2.5's Karras flow schedule: ``sigma_k =
+    s_k / (1 + s_k)`` with ``s`` Karras' rho-7 ramp from ``sigma_max`` 200 down to
+    ``sigma_min`` 0.01, then 0 (:func:`karras_flow_sigmas`).
+
+    diffusers' ``UniPCMultistepScheduler`` with flow sigmas does the same update as the Wan
+    authors' ``FlowUniPCMultistepScheduler`` (x0 = sample - sigma v; alpha = 1 - sigma; the
+    same order warm-up, ``lower_order_final`` and corrector); only the schedule differs, so
+    this class keeps :meth:`step` and :meth:`init` and replaces the schedule.
+    """
+
+    def __init__(self, num_inference_steps: int, *, sigma_min: float = 0.01,
+                 sigma_max: float = 200.0, solver_order: int = 2,
+                 num_train_timesteps: int = 1000):
+        check_steps(type(self).__name__, num_inference_steps, 1.0, solver_order, None)
+        self.num_inference_steps = int(num_inference_steps)
+        self.shift = 1.0
+        self.solver_order = int(solver_order)
+        self.num_train_timesteps = int(num_train_timesteps)
+        self.timesteps, self.sigmas = karras_flow_sigmas(
+            self.num_inference_steps, sigma_min, sigma_max,
+            num_train_timesteps=self.num_train_timesteps)
+        self.coefficients = unipc_coefficients(self.sigmas, self.solver_order)

@@ -217,3 +217,27 @@ def step(velocity: jax.Array, timestep: jax.Array, sample: jax.Array,
                       schedule.reshape((-1,) + (1,) * t.ndim), 0.0).max(axis=0)
     dt = (t - lower)[..., None]
     return sample - dt.astype(sample.dtype) * velocity
+
+
+class RectifiedFlowSteps:
+    """A computed rectified-flow schedule in the shared scheduler protocol
+    (:mod:`vidax.schedulers.base`): ``timesteps`` float32 ``[S]`` (e.g.
+    :meth:`RectifiedFlowScheduler.timesteps`' result, what the DiT is called with),
+    ``sigmas`` the same followed by 0, the state the schedule on the device, and
+    :meth:`step` :func:`step` -- every token at ``timesteps[step_index]`` unless a per-token
+    ``timestep`` is given (conditioning tokens at 0 stay put)."""
+
+    def __init__(self, timesteps):
+        self.timesteps = np.asarray(timesteps, _F32).reshape(-1)
+        self.sigmas = np.concatenate([self.timesteps, np.zeros(1, _F32)])
+
+    def init(self, shape=None, sharding=None) -> jax.Array:
+        del shape, sharding
+        return jnp.asarray(self.timesteps)
+
+    @staticmethod
+    def step(model_output: jax.Array, step_index, sample: jax.Array, state: jax.Array,
+             timestep: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+        if timestep is None:
+            timestep = jnp.broadcast_to(state[step_index], sample.shape[:-1])
+        return step(model_output, timestep, sample, state), state

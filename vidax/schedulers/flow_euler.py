@@ -1,0 +1,68 @@
+"""Flow-matching Euler: HunyuanVideo 1.0's sampler.
+
+Mirrors diffusers' ``FlowMatchEulerDiscreteScheduler`` as ``HunyuanVideoPipeline`` drives it
+(``set_timesteps(sigmas=linspace(1, 0, N + 1)[:-1])`` with a static ``shift``), which computes
+the same schedule as the authors' ``FlowMatchDiscreteScheduler`` with ``reverse=True``
+(``--flow-reverse``): sigmas shifted by ``s sigma / (1 + (s - 1) sigma)``, the model called at
+``t = 1000 sigma``, then ``x <- x + (sigma_next - sigma) v`` (the model predicts the velocity
+``noise - x0``).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from vidax.schedulers.common import check_step_index, check_steps
+
+_NAME = "FlowMatchEulerScheduler"
+
+
+def flow_match_schedule(num_inference_steps: int, shift: float,
+                        num_train_timesteps: int = 1000) -> tuple[np.ndarray, np.ndarray]:
+    """(float32 timesteps ``[N]``, float32 sigmas ``[N + 1]``, the last 0) of diffusers'
+    ``FlowMatchEulerDiscreteScheduler.set_timesteps(sigmas=linspace(1, 0, N + 1)[:-1])`` with
+    a static ``shift``, in its arithmetic: the linspace in float64 rounded to float32, the shift
+    evaluated on the float32 array, ``timesteps = sigmas * 1000`` in float32. The authors'
+    ``FlowMatchDiscreteScheduler`` (``reverse=True``) computes the same schedule."""
+    check_steps(_NAME, num_inference_steps, shift, 1, None)
+    sigmas = np.linspace(1.0, 0.0, int(num_inference_steps) + 1)[:-1].astype(np.float32)
+    sigmas = (shift * sigmas / (1 + (shift - 1) * sigmas)).astype(np.float32)
+    timesteps = sigmas * np.float32(num_train_timesteps)
+    return timesteps, np.concatenate([sigmas, np.zeros(1, np.float32)])
+
+
+class EulerState(NamedTuple):
+    """The state: the float32 sigmas ``[N + 1]`` (Euler carries nothing between steps)."""
+
+    sigmas: jax.Array
+
+
+class FlowMatchEulerScheduler:
+    """Euler over the shifted flow-matching schedule (:func:`flow_match_schedule`).
+
+    Attributes (host numpy): ``timesteps`` float32 ``[N]`` (``1000 sigma``, what the DiT is
+    called with), ``sigmas`` float32 ``[N + 1]``, ``num_inference_steps``, ``shift``.
+    """
+
+    def __init__(self, num_inference_steps: int, shift: float = 1.0, *,
+                 num_train_timesteps: int = 1000):
+        self.timesteps, self.sigmas = flow_match_schedule(num_inference_steps, shift,
+                                                          num_train_timesteps)
+        self.num_inference_steps, self.shift = int(num_inference_steps), float(shift)
+
+    def init(self, shape=None, sharding=None) -> EulerState:
+        del shape, sharding
+        return EulerState(jnp.asarray(self.sigmas))
+
+    @staticmethod
+    def step(model_output: jax.Array, step_index, sample: jax.Array, state: EulerState
+             ) -> tuple[jax.Array, EulerState]:
+        """``sample + (sigmas[k + 1] - sigmas[k]) * model_output`` in float32."""
+        check_step_index(_NAME, step_index, state.sigmas.shape[0] - 1)
+        dt = state.sigmas[step_index + 1] - state.sigmas[step_index]
+        return (jnp.asarray(sample, jnp.float32)
+                + dt * jnp.asarray(model_output, jnp.float32)), state
