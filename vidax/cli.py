@@ -149,10 +149,9 @@ def cmd_generate(args) -> int:
             folder_options["text_encoder_dir"] = args.text_encoder
         release = family.inspect_folder(args.checkpoint_dir, variant=args.variant,
                                         **folder_options)
-        size = None if args.size is None else family.parse_size(args.size)
         request = family.make_request(
             release.task, release.variant, args.prompt, negative_prompt=args.negative_prompt,
-            image=args.image, last_image=args.last_image, frames=args.frames, size=size,
+            image=args.image, last_image=args.last_image, frames=args.frames, size=args.size,
             steps=args.steps, guidance_scale=args.guidance_scale, shift=args.shift,
             sample_solver=args.sample_solver, seed=args.seed, noise=args.noise, fps=args.fps)
         mesh = None

@@ -12,6 +12,9 @@ Each family module (``vidax.pipelines.<model_type>``) offers the same three name
 * ``make_request(task, variant, prompt, **options)``: every generation option validated and
   resolved against the release's defaults (images and noise files read here);
 * ``Pipeline.from_release(release, ...)``: the loaded pipeline.
+
+They are built on the skeleton in :mod:`vidax.pipelines.base` (its docstring lists the hooks
+a family implements; docs/development.md, "Adding a family pipeline").
 """
 
 from __future__ import annotations
@@ -45,11 +48,11 @@ def pipeline(model_type: str, checkpoint_dir: str | os.PathLike, *, variant: str
     """The generation pipeline of a release folder (DESIGN.md §4).
 
     Args:
-      model_type: ``"wan2_1"`` or ``"wan2_2"``.
+      model_type: one of :data:`PIPELINES`.
       checkpoint_dir: the folder as the authors release it (their file names).
-      variant: the release (wan2_1: ``t2v-1.3b``, ``t2v-14b``, ``i2v-14b``, ``flf2v-14b``;
-        wan2_2: ``ti2v-5b``, ``t2v-a14b``, ``i2v-a14b``); default: read from the DiT's
-        ``config.json``.
+      variant: the release (e.g. wan2_1: ``t2v-1.3b``, ``t2v-14b``, ``i2v-14b``,
+        ``flf2v-14b``; wan2_2: ``ti2v-5b``, ``t2v-a14b``, ``i2v-a14b``); default: read from
+        the folder (the DiT's ``config.json``, ...).
       mesh: a ``jax.sharding.Mesh`` to place the weights on (replicated for now).
       precision: ``"bf16"`` (the authors' mixed precision, the default) or ``"fp32"``.
       console: a ``rich.console.Console`` for progress; ``None`` is quiet.

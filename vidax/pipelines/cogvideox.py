@@ -73,7 +73,8 @@ from vidax.errors import VerificationError, VidaxError
 from vidax.models.cogvideox.dit import CogVideoXDiTConfig
 from vidax.models.cogvideox.vae import CogVideoXVAEConfig
 from vidax.models.t5.model import T5Config
-from vidax.pipelines.common import (
+from vidax.pipelines.base import (
+    read_noise,
     precision_policy,
     PipelineBase,
     Progress,
@@ -347,23 +348,10 @@ def make_request(task: str, variant: str, prompt: str, *, negative_prompt: str |
         raise VidaxError(f"seed must be a non-negative integer, got {seed!r}")
     frame = None if image is None else resize_image(load_image(image), *size)
     if noise is not None:
-        noise = _read_noise(noise)
+        noise = read_noise(noise)
     return Request(expected, variant, prompt, d.negative_prompt if negative_prompt is None
                    else negative_prompt, frames, size, int(steps), guidance_scale,
                    bool(dynamic_cfg), sample_solver, int(seed), fps, noise=noise, image=frame)
-
-
-def _read_noise(noise) -> np.ndarray:
-    if isinstance(noise, (str, os.PathLike)):
-        path = Path(noise)
-        try:
-            noise = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as e:
-            raise VidaxError(f"{path}: not a readable .npy array ({e})") from e
-    array = np.asarray(noise)
-    if not np.issubdtype(array.dtype, np.floating) or not np.isfinite(array).all():
-        raise VidaxError("noise must be finite floating-point numbers")
-    return array
 
 
 def noise_array(noise, shape: tuple[int, int, int, int]) -> np.ndarray:
@@ -453,11 +441,8 @@ class CogVideoXPipeline(PipelineBase):
 
     def __init__(self, release: Release, *, dit, vae, text_encoder, tokenizer, mesh=None,
                  precision: str = "bf16", console=None):
-        self.release, self.variant, self.task = release, release.variant, release.task
-        self.precision = precision_policy(precision)
+        super().__init__(release, mesh=mesh, precision=precision, console=console)
         self.dit, self.vae, self.text_encoder, self.tokenizer = dit, vae, text_encoder, tokenizer
-        self.mesh = mesh
-        self._progress = Progress(console)
 
     @property
     def defaults(self) -> ReleaseDefaults:

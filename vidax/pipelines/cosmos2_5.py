@@ -17,7 +17,7 @@ One DiT does all three tasks; the inputs choose (a release's task is ``"world"``
    ``sigma_k = s_k / (1 + s_k)`` with ``s`` Karras' rho-7 ramp from 200 down to 0.01, then
    0 -- the ``UniPCMultistepScheduler(use_karras_sigmas=True, use_flow_sigmas=True,
    sigma_max=200, sigma_min=0.01)`` that diffusers' converter writes
-   (:class:`KarrasFlowUniPCScheduler`; its update is :class:`FlowUniPCMultistepScheduler`'s).
+   (:class:`vidax.schedulers.KarrasFlowUniPCScheduler`; its update is Wan's UniPC).
    The DiT sees ``sigma_k`` (vidax's DiT takes scheduler units, so ``1000 sigma_k``).
    Guidance, when ``guidance_scale > 1``: ``cond + g (cond - uncond)`` (note: Cosmos'
    convention, not Wan's ``uncond + g (cond - uncond)``); at ``g <= 1`` the DiT runs on the
@@ -74,27 +74,24 @@ from vidax import registry
 from vidax.errors import VidaxError
 from vidax.models.cosmos2_5.dit import CosmosDiTConfig, nearest_indices
 from vidax.models.reason1.model import Reason1Config, full_concat
-from vidax.pipelines.common import (  # noqa: F401  (re-exported: the CLI's family API)
+from vidax.pipelines.base import (  # noqa: F401  (re-exported: the CLI's family API)
     PipelineBase,
     verify_component,
     PRECISIONS,
     Progress,
+    check_frames,
+    check_size,
+    load_component,
     load_image,
+    noise_array,
     number,
     parse_size,
     precision_policy,
+    read_json_config,
     to_unit_range,
 )
-from vidax.pipelines.wan2_1 import (
-    check_frames,
-    check_size,
-    component_dtype,
-    load_component,
-    noise_array,
-    read_json_config,
-)
-from vidax.schedulers.common import check_steps
-from vidax.schedulers.flow_unipc import FlowUniPCMultistepScheduler, unipc_coefficients
+from vidax.pipelines.wan2_1 import component_dtype
+from vidax.schedulers.flow_unipc import KarrasFlowUniPCScheduler, karras_flow_sigmas  # noqa: F401
 from vidax.sharding import constrain_batch, shard_batch, use_mesh
 from vidax.text import Tokenizer
 
@@ -145,45 +142,6 @@ def defaults_for(variant: str) -> Defaults:
     if variant in VARIANTS:
         return Defaults()
     return Defaults(steps=3, size=(64, 48), frames=5)  # tiny: seconds on a CPU
-
-
-# ----------------------------------------------------------------------------- the scheduler
-def karras_flow_sigmas(num_inference_steps: int, sigma_min: float = 0.01,
-                       sigma_max: float = 200.0, rho: float = 7.0,
-                       num_train_timesteps: int = 1000) -> tuple[np.ndarray, np.ndarray]:
-    """(int64 timesteps ``[N]``, float32 sigmas ``[N + 1]``) of diffusers'
-    ``UniPCMultistepScheduler.set_timesteps`` with ``use_karras_sigmas`` and
-    ``use_flow_sigmas`` (``_convert_to_karras``, then ``s / (s + 1)``, final sigma 0), in its
-    float64 arithmetic; timesteps truncated as its ``.to(torch.int64)``."""
-    ramp = np.linspace(0, 1, num_inference_steps)
-    lo, hi = sigma_min ** (1 / rho), sigma_max ** (1 / rho)
-    karras = (hi + ramp * (lo - hi)) ** rho
-    flow = karras / (karras + 1)
-    timesteps = (flow * num_train_timesteps).astype(np.int64)
-    return timesteps, np.concatenate([flow, [0.0]]).astype(np.float32)
-
-
-class KarrasFlowUniPCScheduler(FlowUniPCMultistepScheduler):
-    """UniPC (bh2, order 2, x0) over Cosmos-Predict2.5's Karras flow schedule.
-
-    diffusers' ``UniPCMultistepScheduler`` with flow sigmas does the same update as the Wan
-    authors' ``FlowUniPCMultistepScheduler`` (x0 = sample - sigma v; alpha = 1 - sigma; the
-    same order warm-up, ``lower_order_final`` and corrector); only the schedule differs, so
-    this class keeps :meth:`step` and :meth:`init` and replaces the schedule.
-    """
-
-    def __init__(self, num_inference_steps: int, *, sigma_min: float = 0.01,
-                 sigma_max: float = 200.0, solver_order: int = 2,
-                 num_train_timesteps: int = 1000):
-        check_steps(type(self).__name__, num_inference_steps, 1.0, solver_order, None)
-        self.num_inference_steps = int(num_inference_steps)
-        self.shift = 1.0
-        self.solver_order = int(solver_order)
-        self.num_train_timesteps = int(num_train_timesteps)
-        self.timesteps, self.sigmas = karras_flow_sigmas(
-            self.num_inference_steps, sigma_min, sigma_max,
-            num_train_timesteps=self.num_train_timesteps)
-        self.coefficients = unipc_coefficients(self.sigmas, self.solver_order)
 
 
 # ----------------------------------------------------------------------------- text
@@ -520,11 +478,8 @@ class Cosmos25Pipeline(PipelineBase):
 
     def __init__(self, release: Release, *, dit, vae, text_encoder, tokenizer, mesh=None,
                  precision: str = "bf16", console=None):
-        self.release, self.task, self.variant = release, release.task, release.variant
-        self.precision = precision_policy(precision)
+        super().__init__(release, mesh=mesh, precision=precision, console=console)
         self.dit, self.vae, self.text_encoder, self.tokenizer = dit, vae, text_encoder, tokenizer
-        self.mesh = mesh
-        self._progress = Progress(console)
 
     @property
     def defaults(self) -> Defaults:

@@ -17,8 +17,8 @@
 
 2. Noise ``[T', H/8, W/8, 16]`` with ``T' = (F - 1) / 4 + 1``, from a seed (JAX's PRNG) or
    given (``noise=``: the authors' / diffusers' ``[16, T', h, w]`` or vidax's layout).
-3. Sampling: flow-matching Euler (:func:`flow_match_schedule`, the authors'
-   ``FlowMatchDiscreteScheduler`` with ``--flow-reverse``, diffusers'
+3. Sampling: flow-matching Euler (:class:`vidax.schedulers.FlowMatchEulerScheduler`, the
+   authors' ``FlowMatchDiscreteScheduler`` with ``--flow-reverse``, diffusers'
    ``FlowMatchEulerDiscreteScheduler``): sigmas ``linspace(1, 0, N + 1)`` shifted by
    ``shift s / (1 + (s - 1) sigma)`` (``--flow-shift`` 7.0), the DiT called at
    ``t = 1000 sigma`` with the embedded guidance ``6.0 x 1000`` (the release is
@@ -74,23 +74,22 @@ from vidax.models.clip.model import CLIPTextConfig
 from vidax.models.hunyuan_video.dit import HunyuanVideoDiTConfig
 from vidax.models.hunyuan_video.vae import HunyuanVideoVAEConfig
 from vidax.models.llama.model import LlamaConfig
-from vidax.pipelines.common import (  # noqa: F401  (re-exported: the CLI's family API)
+from vidax.pipelines.base import (  # noqa: F401  (re-exported: the CLI's family API)
     PipelineBase,
     verify_component,
     PRECISIONS,
     Progress,
-    number,
-    parse_size,
-    precision_policy,
-)
-from vidax.text import Tokenizer
-from vidax.pipelines.wan2_1 import (
     check_frames,
     check_size,
     load_component,
     noise_array,
+    number,
+    parse_size,
+    precision_policy,
     read_json_config,
 )
+from vidax.schedulers.flow_euler import FlowMatchEulerScheduler, flow_match_schedule  # noqa: F401
+from vidax.text import Tokenizer
 
 MODEL_TYPE = "hunyuan_video"
 TASKS = ("t2v",)
@@ -136,23 +135,6 @@ def defaults_for(variant: str) -> Defaults:
     if variant in VARIANTS:
         return Defaults()
     return Defaults(steps=3, size=(64, 48), frames=5)  # tiny: seconds on a CPU
-
-
-# ----------------------------------------------------------------------------- the sampler
-def flow_match_schedule(num_inference_steps: int, shift: float,
-                        num_train_timesteps: int = NUM_TRAIN_TIMESTEPS
-                        ) -> tuple[np.ndarray, np.ndarray]:
-    """(float32 timesteps ``[N]``, float32 sigmas ``[N + 1]``, the last 0) of diffusers'
-    ``FlowMatchEulerDiscreteScheduler.set_timesteps(sigmas=linspace(1, 0, N + 1)[:-1])`` with
-    a static ``shift``, in its arithmetic: the linspace in float64 rounded to float32, the shift
-    evaluated on the float32 array, ``timesteps = sigmas * 1000`` in float32. The authors'
-    ``FlowMatchDiscreteScheduler`` (``reverse=True``) computes the same schedule."""
-    if not isinstance(num_inference_steps, (int, np.integer)) or num_inference_steps < 1:
-        raise VidaxError(f"steps must be a positive integer, got {num_inference_steps!r}")
-    sigmas = np.linspace(1.0, 0.0, int(num_inference_steps) + 1)[:-1].astype(np.float32)
-    sigmas = (shift * sigmas / (1 + (shift - 1) * sigmas)).astype(np.float32)
-    timesteps = sigmas * np.float32(num_train_timesteps)
-    return timesteps, np.concatenate([sigmas, np.zeros(1, np.float32)])
 
 
 # ----------------------------------------------------------------------------- tokenizers
@@ -335,13 +317,13 @@ def _encode_clip(graphdef, params, ids):
     return nnx.merge(graphdef, params)(ids)[1].astype(jnp.float32)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1), donate_argnums=(3,))
-def _denoise_step(graphdef, compute_dtype, params, latents, t, dt, text, text_mask, pooled,
-                  guidance):
-    """One Euler step: the DiT's flow at ``t``, then ``latents + dt * flow`` in float32."""
+@functools.partial(jax.jit, static_argnums=(0, 1, 2), donate_argnums=(4, 5))
+def _denoise_step(graphdef, solver_step, compute_dtype, params, latents, state, index, t, text,
+                  text_mask, pooled, guidance):
+    """One Euler step: the DiT's flow at ``t``, then the scheduler's update."""
     flow = nnx.merge(graphdef, params)(latents, t, text, text_mask, pooled, guidance,
                                        compute_dtype=compute_dtype)
-    return latents + dt * flow
+    return solver_step(flow, index, latents, state)
 
 
 # ----------------------------------------------------------------------------- the pipeline
@@ -352,13 +334,10 @@ class HunyuanVideoPipeline(PipelineBase):
 
     def __init__(self, release: Release, *, dit, vae, text_encoder, text_encoder_2, tokenizer,
                  tokenizer_2, mesh=None, precision: str = "bf16", console=None):
-        self.release, self.task, self.variant = release, release.task, release.variant
-        self.precision = precision_policy(precision)
+        super().__init__(release, mesh=mesh, precision=precision, console=console)
         self.dit, self.vae = dit, vae
         self.text_encoder, self.text_encoder_2 = text_encoder, text_encoder_2
         self.tokenizer, self.tokenizer_2 = tokenizer, tokenizer_2
-        self.mesh = mesh
-        self._progress = Progress(console)
 
     @property
     def defaults(self) -> Defaults:
@@ -429,22 +408,22 @@ class HunyuanVideoPipeline(PipelineBase):
         elif prompt is not None or options:
             raise VidaxError("pass either a request or a prompt with options, not both")
         progress = self._progress
-        timesteps, sigmas = flow_match_schedule(request.steps, request.shift)
+        scheduler = FlowMatchEulerScheduler(request.steps, request.shift)
         # diffusers: torch.tensor([g], dtype) * 1000.0, in float32
         guidance = jnp.float32(np.float32(request.guidance_scale) * np.float32(1000))
         with self._matmul_precision():
             with progress.phase("encoding the prompt (Llama, CLIP)"):
                 text, text_mask, pooled = self.encode_text([request.prompt])
             latents = self.initial_noise(request)
+            state = scheduler.init()
             graphdef, params = nnx.split(self.dit)
             width, height = request.size
             with progress.phase(f"sampling {request.frames} frames at {width}x{height}, "
                                 f"{request.steps} steps", total=request.steps) as advance:
-                for k, t in enumerate(timesteps):
-                    latents = _denoise_step(
-                        graphdef, self.precision.dit_compute, params, latents, jnp.float32(t),
-                        jnp.float32(sigmas[k + 1] - sigmas[k]), text, text_mask, pooled,
-                        guidance)
+                for k, t in enumerate(scheduler.timesteps):
+                    latents, state = _denoise_step(
+                        graphdef, scheduler.step, self.precision.dit_compute, params, latents,
+                        state, jnp.int32(k), jnp.float32(t), text, text_mask, pooled, guidance)
                     latents.block_until_ready()
                     advance()
         return np.asarray(latents[0])

@@ -67,7 +67,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import math
 import os
 import warnings
 from dataclasses import dataclass
@@ -82,14 +81,16 @@ from vidax import loading, registry
 from vidax.errors import VidaxError
 from vidax.models.ltx_video.dit import SKIP_LAYER_STRATEGIES
 from vidax.models.t5.model import T5Config
-from vidax.pipelines.common import (
+from vidax.pipelines.base import (
     PipelineBase,
+    read_noise,
     precision_policy,
     Progress,
     load_image,
     parse_size,
     verify_component,
 )
+from vidax.pipelines.base import number as _number
 from vidax.schedulers.rectified_flow import RectifiedFlowScheduler
 from vidax.schedulers.rectified_flow import step as rf_step
 from vidax.translator.io import open_checkpoint
@@ -462,13 +463,7 @@ def noise_array(noise, latent_shape: tuple[int, int, int, int]) -> np.ndarray:
     """Initial noise as float32 ``[F', h, w, C]``. Accepted: vidax's layout, the authors' token
     layout ``[F'*h*w, C]`` (what their ``randn((b, f*h*w, c))`` draws), or their video layout
     ``[C, F', h, w]``; each optionally with a leading batch axis of 1; or a ``.npy`` path."""
-    if isinstance(noise, (str, os.PathLike)):
-        path = Path(noise)
-        try:
-            noise = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as e:
-            raise VidaxError(f"{path}: not a readable .npy array ({e})") from e
-    array = np.asarray(noise)
+    array = noise = read_noise(noise)
     f, h, w, c = latent_shape
     if array.ndim in (3, 5) and array.shape[0] == 1:
         array = array[0]
@@ -480,8 +475,6 @@ def noise_array(noise, latent_shape: tuple[int, int, int, int]) -> np.ndarray:
         raise VidaxError(f"noise of shape {list(np.shape(noise))} does not fit this video: "
                          f"expected [{f}, {h}, {w}, {c}] [F', H/32, W/32, C], the authors' "
                          f"tokens [{f * h * w}, {c}] or [{c}, {f}, {h}, {w}]")
-    if not np.issubdtype(array.dtype, np.floating) or not np.isfinite(array).all():
-        raise VidaxError("noise must be finite floating-point numbers")
     return np.ascontiguousarray(array, dtype=np.float32)
 
 
@@ -537,17 +530,6 @@ class Request:
     def latent_shape(self) -> tuple[int, int, int, int]:
         """The first pass's latent shape (that of ``noise``)."""
         return self.latent_shape_at(self.pass_sizes()[0])
-
-
-def _number(name: str, value, *, positive: bool = True) -> float:
-    try:
-        value = float(value)
-    except (TypeError, ValueError) as e:
-        raise VidaxError(f"{name} must be a number, got {value!r}") from e
-    if not math.isfinite(value) or (positive and value <= 0):
-        raise VidaxError(f"{name} must be a {'positive' if positive else 'finite'} number, "
-                         f"got {value!r}")
-    return value
 
 
 def make_request(task: str, variant: str, prompt: str, *, negative_prompt: str | None = None,
@@ -743,12 +725,10 @@ class LTXVideoPipeline(PipelineBase):
 
     def __init__(self, release: Release, *, dit, vae, text_encoder, tokenizer, upsampler=None,
                  mesh=None, precision: str = "bf16", console=None):
-        self.release, self.variant, self.task = release, release.variant, release.task
-        self.precision = precision_policy(precision)
+        super().__init__(release, mesh=mesh, precision=precision, console=console)
         self.dit, self.vae, self.text_encoder, self.tokenizer = dit, vae, text_encoder, tokenizer
-        self.upsampler, self.mesh = upsampler, mesh
+        self.upsampler = upsampler
         self._last_draws: Draws | None = None   # the last sample's, for its decode noise
-        self._progress = Progress(console)
 
     @property
     def defaults(self) -> ReleaseDefaults:

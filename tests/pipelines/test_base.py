@@ -1,0 +1,206 @@
+"""The pipeline skeleton (``vidax.pipelines.base``) on its own, fast: the shared input checks
+(one clear error each), the initial-noise layouts, release discovery (one error listing every
+missing file), and the denoising loop with a toy family -- CFG through the ``guide`` hook,
+per-step inputs, ``after_step``, a scheduler's extra step arguments, a mesh -- against the
+same loop written out in numpy.
+
+Bound: the loop against numpy float32 arithmetic, max |diff| <= 1e-5 x max |ref| (XLA may
+fuse the elementwise steps differently); on a mesh against one device <= 1e-6 x max |ref|.
+Negative control: the toy family with Wan's guidance convention where the reference uses
+Cosmos' must miss the bound.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from vidax import registry, sharding
+from vidax.errors import VidaxError
+from vidax.pipelines import base
+from vidax.schedulers import FlowMatchEulerScheduler, RectifiedFlowScheduler, RectifiedFlowSteps
+
+DEFAULTS = base.Defaults(steps=4, guidance_scale=5.0, size=(64, 48), frames=9, fps=16,
+                         shift=5.0, negative_prompt="bad", sample_solver="unipc")
+SHAPE = (3, 6, 8, 16)  # latent [T, h, w, C] of 9 frames at 64x48
+
+
+# ----------------------------------------------------------------------------- inputs
+def test_request_resolves_defaults_and_each_option():
+    r = base.Request.resolve("t2v", DEFAULTS, "a cat", negative_prompt="", solvers=("unipc",))
+    assert (r.frames, r.size, r.steps, r.guidance_scale, r.shift, r.fps) == (9, (64, 48), 4,
+                                                                             5.0, 5.0, 16)
+    assert r.negative_prompt == "bad" and r.sample_solver == "unipc" and r.seed == 0
+    assert r.latent_shape == SHAPE
+    r = base.Request.resolve("t2v", DEFAULTS, "a cat", size="96x64", frames=5, seed=3)
+    assert (r.size, r.frames, r.seed, r.latent_shape) == ((96, 64), 5, 3, (2, 8, 12, 16))
+    assert base.Request.resolve("t2v", dataclasses.replace(DEFAULTS, shift=None),
+                                "a cat").shift is None
+    for options, needle in (
+            ({"frames": 8}, "frames 8: the frame count must be 4n+1 (1, 5, 9, ...)"),
+            ({"frames": 8}, "e.g. 5 or 9"),
+            ({"size": (100, 48)}, "nearest valid size is 96x48"),
+            ({"size": "big"}, "WIDTHxHEIGHT"),
+            ({"steps": 0}, "steps must be a positive integer"),
+            ({"guidance_scale": "x"}, "guidance_scale must be a number"),
+            ({"shift": -1}, "shift must be a positive number"),
+            ({"sample_solver": "euler"}, "sample_solver must be one of unipc"),
+            ({"fps": 0}, "fps must be a positive number"),
+            ({"seed": -1}, "seed must be a non-negative integer")):
+        with pytest.raises(VidaxError) as e:
+            base.Request.resolve("t2v", DEFAULTS, "a cat", solvers=("unipc",), **options)
+        assert needle in str(e.value), (options, str(e.value))
+    with pytest.raises(VidaxError, match="the prompt must be a string"):
+        base.Request.resolve("t2v", DEFAULTS, None)
+    with pytest.raises(VidaxError, match="multiples of 32"):
+        base.Request.resolve("t2v", DEFAULTS, "a cat", vae_stride=(4, 16, 16))
+    with pytest.raises(VidaxError, match="Foo takes no --last-image: no"):
+        base.refuse("Foo", shift=(None, "-"), last_image=(1, "no"))
+
+
+def test_noise_layouts_files_and_errors(tmp_path):
+    ours = np.random.default_rng(0).standard_normal(SHAPE).astype(np.float32)
+    authors = ours.transpose(3, 0, 1, 2)
+    for given in (ours, ours[None], authors, authors[None]):
+        np.testing.assert_array_equal(base.noise_array(given, SHAPE), ours)
+    tokens = {"the tokens'": "NC"}
+    np.testing.assert_array_equal(base.noise_array(ours.reshape(-1, 16)[None], SHAPE, tokens),
+                                  ours)
+    np.save(tmp_path / "noise.npy", authors)
+    request = base.Request.resolve("t2v", DEFAULTS, "a cat").with_noise(tmp_path / "noise.npy")
+    np.testing.assert_array_equal(request.noise, ours)
+    with pytest.raises(VidaxError, match=r"expected the authors' layout \[16, 3, 6, 8\] "
+                                         r"\[C, T, H, W\] or vidax's \[3, 6, 8, 16\]"):
+        base.noise_array(ours[:2], SHAPE)
+    with pytest.raises(VidaxError, match="finite floating-point"):
+        base.noise_array(np.full(SHAPE, np.nan, np.float32), SHAPE)
+    (tmp_path / "bad.npy").write_bytes(b"not numpy")
+    with pytest.raises(VidaxError, match="not a readable .npy array"):
+        base.noise_array(tmp_path / "bad.npy", SHAPE)
+
+
+def test_release_files_are_found_and_every_missing_one_listed(tmp_path):
+    dit, vae = registry.get("wan2_1", "dit"), registry.get("wan2_1", "vae")
+    parts = [base.Part("dit", dit, "the DiT", under="high"), base.Part("vae", vae, "the VAE")]
+    need = base.Needed("tokenizer", "tok", ("tokenizer.json",), "the tokenizer")
+    with pytest.raises(VidaxError) as e:
+        base.find_files(tmp_path, parts, [need], what="Foo release", also_missing=["x (y)"])
+    assert str(e.value) == (
+        f"{tmp_path} is not a complete Foo release folder: missing "
+        "high/diffusion_pytorch_model*.safetensors (the DiT); Wan2.1_VAE.pth (the VAE); "
+        "tok/tokenizer.json (the tokenizer); x (y). Nothing was loaded.")
+    (tmp_path / "high").mkdir()
+    for name in ("diffusion_pytorch_model-00001-of-00002.safetensors",
+                 "diffusion_pytorch_model.safetensors.index.json"):
+        (tmp_path / "high" / name).write_text("{}")
+    (tmp_path / "Wan2.1_VAE.pth").write_text("")
+    (tmp_path / "tok").mkdir()
+    (tmp_path / "tok" / "tokenizer.json").write_text("{}")
+    files = base.find_files(tmp_path, parts, [need], what="Foo release")
+    assert files == {"dit": tmp_path / "high" / "diffusion_pytorch_model.safetensors.index.json",
+                     "vae": tmp_path / "Wan2.1_VAE.pth", "tokenizer": tmp_path / "tok"}
+    with pytest.raises(VidaxError, match="no such folder"):
+        base.open_folder(tmp_path / "nope", "Foo", ("a",), None)
+    with pytest.raises(VidaxError, match="unknown Foo variant 'b'; known: a"):
+        base.open_folder(tmp_path, "Foo", ("a",), "b")
+
+
+# ----------------------------------------------------------------------------- the loop
+class Toy(nnx.Module):
+    """A "DiT" whose flow is ``w * x + t / 1000 + context``: elementwise, so the numpy
+    reference is exact arithmetic."""
+
+    def __init__(self):
+        self.w = nnx.Param(jnp.full((16,), 0.3, jnp.float32))
+
+    def __call__(self, x, t, context):
+        return self.w[...] * x + t.reshape(-1, 1, 1, 1, 1) / 1000 + context
+
+
+class ToyPipeline(base.PipelineBase):
+    """Cosmos' guidance convention, a per-step guidance scale, a frame kept after each step."""
+
+    NAME = "Toy"
+
+    def prepare(self, request):
+        noise = self.initial_noise(request)
+        context = self._place(np.asarray([0.1, -0.2], np.float32).reshape(2, 1, 1, 1, 1))
+        return base.Run(noise, FlowMatchEulerScheduler(request.steps, request.shift),
+                        {"context": context, "guidance_scale": jnp.float32(0.0),
+                         "keep": jnp.float32(1.5)}, nnx.split(self.dit), "toy")
+
+    def step_inputs(self, request, run, index, t):
+        return run.model, jnp.float32(t), {"guidance_scale": jnp.float32(2.0 + index)}
+
+    @staticmethod
+    def predict(model, x, t, inputs, compute_dtype):
+        return model(x, jnp.broadcast_to(t, x.shape[:1]), inputs["context"])
+
+    @staticmethod
+    def guide(cond, uncond, scale):
+        return cond + scale * (cond - uncond)
+
+    @staticmethod
+    def after_step(latents, inputs):
+        return latents.at[:, 0].set(inputs["keep"])
+
+
+def _toy(mesh=None) -> ToyPipeline:
+    release = base.Release("/nowhere", "t2v", "tiny", DEFAULTS, {}, {}, {})
+    pipe = ToyPipeline(release, mesh=mesh, precision="fp32")
+    pipe.adopt("dit", Toy())
+    return pipe
+
+
+def _reference(request, wan_guidance: bool = False) -> np.ndarray:
+    sched = FlowMatchEulerScheduler(request.steps, request.shift)
+    x = request.noise[None]
+    for k, t in enumerate(sched.timesteps):
+        cond, uncond = (np.float32(0.3) * x + t / np.float32(1000) + np.float32(c)
+                        for c in (0.1, -0.2))
+        g = np.float32(2.0 + k)
+        v = uncond + g * (cond - uncond) if wan_guidance else cond + g * (cond - uncond)
+        x = x + (sched.sigmas[k + 1] - sched.sigmas[k]) * v
+        x[:, 0] = 1.5
+    return x[0]
+
+
+def test_denoising_loop_runs_the_hooks():
+    request = base.Request.resolve("t2v", DEFAULTS, "a cat").with_noise(
+        np.random.default_rng(1).standard_normal(SHAPE).astype(np.float32))
+    ours = _toy().sample(request=request)
+    ref = _reference(request)
+    assert np.abs(ours - ref).max() <= 1e-5 * np.abs(ref).max()
+    wrong = _reference(request, wan_guidance=True)
+    assert np.abs(ours - wrong).max() > 1e-2 * np.abs(ref).max()
+    on_mesh = _toy(sharding.make_mesh("dp=2,fsdp=4")).sample(request=request)
+    assert np.abs(on_mesh - ours).max() <= 1e-6 * np.abs(ref).max()
+    with pytest.raises(VidaxError, match="either a request or a prompt"):
+        _toy().sample("a cat", request=request)
+
+
+def test_scheduler_extra_step_arguments_reach_the_step():
+    """``inputs["solver"]``: a scheduler's per-step keywords (here the rectified flow's
+    per-token timesteps: tokens at 0 stay put)."""
+
+    class Frozen(ToyPipeline):
+        def prepare(self, request):
+            run = super().prepare(request)
+            run.scheduler = RectifiedFlowSteps(RectifiedFlowScheduler().timesteps(3))
+            return run
+
+        def step_inputs(self, request, run, index, t):
+            frozen = jnp.full((1, *SHAPE[:3]), t).at[:, 1].set(0.0)
+            return run.model, jnp.float32(t), {"solver": {"timestep": frozen}}
+
+    request = base.Request.resolve("t2v", DEFAULTS, "a cat").with_noise(
+        np.ones(SHAPE, np.float32))
+    out = Frozen(_toy().release, precision="fp32")
+    out.adopt("dit", Toy())
+    latents = out.sample(request=request)
+    np.testing.assert_array_equal(latents[1], request.noise[1])
+    assert not np.allclose(latents[2], request.noise[2])

@@ -1,0 +1,738 @@
+"""The skeleton every family pipeline shares (DESIGN.md §2): find a release's files, verify
+every component before any weight is read, load them, validate a request, place inputs, draw
+the initial noise, run the denoising loop, decode to uint8 frames, write the mp4. A family
+module (``vidax/pipelines/<model_type>.py``) holds only what is its own.
+
+What a family module provides (the names :mod:`vidax.pipelines` and ``vidax generate`` call):
+
+``inspect_folder(folder, variant=None) -> Release``
+    :func:`open_folder` (the folder exists, the variant is known), the family's reading of
+    its own config files (which release and task), :func:`find_files` (each weight file by its
+    registry file patterns, each needed folder; one error that lists every missing file), then
+    a :class:`Release`: the defaults and, per weight file, its path, config and registry spec.
+``make_request(task, variant, prompt, **options) -> Request``
+    the family's own checks (which images a task takes, ...), then :meth:`Request.resolve`
+    for the shared options (one clear error each) with the family's extra fields (a
+    :class:`Request` subclass), then :meth:`Request.with_noise` (``--noise FILE.npy``).
+``Pipeline``: a :class:`PipelineBase` subclass, which implements the hooks below.
+
+The hooks of :class:`PipelineBase` (the Wan modules are the worked example, ~410 lines each):
+
+* ``NAME`` (class attribute): the family in messages, e.g. ``"Wan2.1"``.
+* ``make_request``: the module's ``make_request``, as ``staticmethod(make_request)``.
+* ``__init__(release, *, mesh, precision, console, **options)``: extend it for the family's
+  own ``from_release`` options (checked there, before any weight is read).
+* :meth:`~PipelineBase.param_dtype` ``(component)``: the dtype each component's weights are
+  loaded in (default :func:`component_dtype`: the policy's compute dtype).
+* :meth:`~PipelineBase.adopt` ``(key, model)``: keep a loaded model (default
+  ``self.<key> = model``); called right after each file is read, so a family can move it
+  elsewhere before the next one (Wan2.2's experts).
+* :meth:`~PipelineBase.setup` ``()``: after loading, e.g. the tokenizers.
+* :meth:`~PipelineBase.prepare` ``(request) -> Run`` (**required**): encode the prompt (and
+  images), the initial latents (:meth:`~PipelineBase.initial_noise`), the scheduler (any
+  :class:`vidax.schedulers.base.Scheduler`) and the step's inputs.
+* :meth:`~PipelineBase.step_inputs` ``(request, run, index, t)``: per step, the model to run,
+  its timestep and inputs that change per step (default: ``run.model``, ``float32(t)``).
+* ``predict(model, x, t, inputs, compute_dtype)`` (**required**, a staticmethod, traced):
+  the DiT on ``x`` -- with CFG ``x`` is the ``[cond, uncond]`` batch of 2 and inputs that
+  differ between the halves must be batched so too (:func:`cfg_pair`).
+* ``guide(cond, uncond, scale)`` (staticmethod, traced): how cond/uncond combine (default
+  ``uncond + scale (cond - uncond)``); CFG runs when ``inputs["guidance_scale"]`` is present.
+* ``after_step(latents, inputs)`` (staticmethod, traced): after the scheduler's update
+  (default: unchanged; Wan2.2 TI2V re-imposes its first frame).
+* ``velocity(model, latents, t, inputs, compute_dtype)`` (classmethod, traced): ``predict``
+  + ``guide``; override it whole for guidance that is not one cond/uncond pair (LTX-Video's
+  STG batch of 3, CFG-star). ``inputs["solver"]``: keywords for the scheduler's ``step``
+  (CogVideoX DPM's ``noise``, the rectified flow's per-token ``timestep``).
+* :meth:`~PipelineBase.decode_latents` ``(latents)``: the VAE (default ``self.vae.decode``);
+  ``to_uint8``: frames in [-1, 1] to uint8 (default :func:`vidax.video.to_uint8`).
+
+The traced hooks get no ``self``: the jitted step is cached per pipeline class, and a cached
+``self`` would keep every weight alive. ``inputs`` is a dict pytree (a None value is part of
+the traced structure). Building blocks for the hooks: :meth:`~PipelineBase._place` (an input
+on the devices, its batch split over the mesh), :meth:`~PipelineBase._mesh` (the mesh as
+context mesh), :meth:`~PipelineBase._matmul_precision`, ``self._progress.phase(...)``.
+A minimal family::
+
+    class Pipeline(PipelineBase):
+        NAME = "Foo"
+        make_request = staticmethod(make_request)
+
+        def setup(self):
+            self.tokenizer = Tokenizer(self.release.files["tokenizer"], seq_len=512)
+
+        def prepare(self, request):
+            context = self.encode_text([request.prompt, request.negative_prompt])
+            return Run(self.initial_noise(request), FlowMatchEulerScheduler(request.steps),
+                       {"context": context, "guidance_scale": jnp.float32(request.guidance_scale)},
+                       nnx.split(self.dit))
+
+        @staticmethod
+        def predict(dit, x, t, inputs, compute_dtype):
+            return dit(x, jnp.broadcast_to(t, x.shape[:1]), constrain_batch(inputs["context"]),
+                       compute_dtype=compute_dtype)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from vidax import loading, registry
+from vidax.errors import VerificationError, VidaxError
+from vidax.sharding import constrain_batch, shard_batch, use_mesh
+from vidax.video import to_uint8, write_mp4
+
+
+# ----------------------------------------------------------------------------- precision
+@dataclass(frozen=True)
+class Precision:
+    """Compute dtypes per component, and the matmul precision of float32 work."""
+
+    name: str
+    dit_compute: object
+    text_encoder: object
+    image_encoder: object
+    vae: object
+    matmul: str | None  # None: JAX's default (bf16 operands are bf16 either way)
+
+
+PRECISIONS = {
+    "bf16": Precision("bf16", jnp.bfloat16, jnp.bfloat16, jnp.float32, jnp.float32, None),
+    "fp32": Precision("fp32", jnp.float32, jnp.float32, jnp.float32, jnp.float32, "highest"),
+}
+
+
+def precision_policy(name: str) -> Precision:
+    if name not in PRECISIONS:
+        raise VidaxError(f"precision must be one of {', '.join(PRECISIONS)}, got {name!r}")
+    return PRECISIONS[name]
+
+
+def component_dtype(policy: Precision, component: str):
+    """The dtype a component's weights are loaded in: the policy's compute dtype of it (a
+    family whose DiT keeps float32 weights under bf16 compute overrides
+    :meth:`PipelineBase.param_dtype`)."""
+    return {"dit": policy.dit_compute, "vae": policy.vae, "text_encoder": policy.text_encoder,
+            "image_encoder": policy.image_encoder}[component]
+
+
+# ----------------------------------------------------------------------------- user inputs
+def parse_size(text: str) -> tuple[int, int]:
+    """``"WxH"`` (or the authors' ``"W*H"``) -> (width, height)."""
+    for sep in ("x", "*", "X"):
+        parts = text.split(sep)
+        if len(parts) == 2 and all(p.strip().isdigit() for p in parts):
+            return int(parts[0]), int(parts[1])
+    raise VidaxError(f"--size {text!r}: give the size as WIDTHxHEIGHT, e.g. 1280x720")
+
+
+def load_image(image) -> np.ndarray:
+    """An image as uint8 ``[H, W, 3]``: a path (read with Pillow, converted to RGB as the
+    authors' ``Image.open(...).convert("RGB")``), a PIL image, or a uint8 array."""
+    if isinstance(image, (str, os.PathLike)):
+        path = Path(image)
+        if not path.is_file():
+            raise VidaxError(f"{path}: no such image file")
+        try:
+            from PIL import Image
+        except ImportError as e:
+            raise VidaxError("reading images needs Pillow: pip install 'vidax[video]'") from e
+        try:
+            with Image.open(path) as img:
+                return np.asarray(img.convert("RGB"))
+        except OSError as e:
+            raise VidaxError(f"{path}: not a readable image ({e})") from e
+    if hasattr(image, "convert") and hasattr(image, "size"):  # a PIL image
+        return np.asarray(image.convert("RGB"))
+    array = np.asarray(image)
+    if array.dtype != np.uint8 or array.ndim != 3 or array.shape[-1] != 3:
+        raise VidaxError(f"an image must be a file, a PIL image or a uint8 [H, W, 3] array; "
+                         f"got {array.dtype} {list(array.shape)}")
+    return array
+
+
+def to_unit_range(image: np.ndarray) -> np.ndarray:
+    """uint8 -> float32 in [-1, 1]: ``TF.to_tensor(img).sub_(0.5).div_(0.5)``."""
+    x = image.astype(np.float32) / np.float32(255)
+    return (x - np.float32(0.5)) / np.float32(0.5)
+
+
+def number(name: str, value, *, positive: bool = True) -> float:
+    try:
+        value = float(value)
+    except (TypeError, ValueError) as e:
+        raise VidaxError(f"{name} must be a number, got {value!r}") from e
+    if not math.isfinite(value) or (positive and value <= 0):
+        raise VidaxError(f"{name} must be a {'positive' if positive else 'finite'} number, "
+                         f"got {value!r}")
+    return value
+
+
+def check_count(name: str, value, *, minimum: int = 1) -> int:
+    if not isinstance(value, (int, np.integer)) or value < minimum:
+        what = "positive" if minimum == 1 else "non-negative"
+        raise VidaxError(f"{name} must be a {what} integer, got {value!r}")
+    return int(value)
+
+
+def check_frames(frames, temporal: int = 4) -> int:
+    """The frame count must be ``temporal * n + 1`` (the VAE turns those into n + 1 latent
+    frames)."""
+    if not isinstance(frames, (int, np.integer)) or frames < 1 or (frames - 1) % temporal:
+        example = ""
+        if isinstance(frames, (int, np.integer)):
+            lower = max(1, (int(frames) - 1) // temporal * temporal + 1)
+            example = f"; e.g. {lower} or {lower + temporal}"
+        raise VidaxError(f"frames {frames!r}: the frame count must be {temporal}n+1 (1, "
+                         f"{temporal + 1}, {2 * temporal + 1}, ...), because the VAE turns "
+                         f"{temporal}n+1 frames into n+1 latent frames{example}")
+    return int(frames)
+
+
+def check_size(size, multiple: int = 16, why: str | None = None) -> tuple[int, int]:
+    """Width and height must be positive multiples of ``multiple`` (by default the VAE's
+    downsampling times the DiT's 2x2 patches)."""
+    width, height = (int(s) for s in size)
+    if width < multiple or height < multiple or width % multiple or height % multiple:
+        def nearest(n):
+            return max(multiple, multiple * round(n / multiple))
+        why = why or f"the VAE's {multiple // 2}x downsampling times the DiT's 2x2 patches"
+        raise VidaxError(f"size {width}x{height}: width and height must be multiples of "
+                         f"{multiple} ({why}); the nearest valid size is "
+                         f"{nearest(width)}x{nearest(height)}")
+    return width, height
+
+
+def refuse(family: str, **options) -> None:
+    """One error for the first given option a family does not take: ``name=(value, why)``,
+    ``name`` as the CLI spells it (``last_image`` -> ``--last-image``)."""
+    for name, (value, why) in options.items():
+        if value is not None:
+            raise VidaxError(f"{family} takes no --{name.replace('_', '-')}: {why}")
+
+
+def noise_array(noise, latent_shape: tuple[int, int, int, int],
+                layouts: dict[str, str] | None = None) -> np.ndarray:
+    """Initial noise as float32 ``[T, h, w, C]`` (vidax's layout), from an array or a
+    ``.npy`` path (``--noise FILE.npy``).
+
+    ``layouts``: the other layouts accepted, ``name -> axes`` over ``T H W C`` (``N``: the
+    ``T*H*W`` tokens), tried first, so where several fit the first wins; default the
+    authors' ``{"the authors'": "CTHW"}`` (what ``torch.randn(C, T, h, w)`` draws). Each may
+    carry a leading batch axis of 1.
+    """
+    given = read_noise(noise)
+    layouts = {"the authors'": "CTHW"} if layouts is None else layouts
+    t, h, w, c = latent_shape
+    sizes = {"T": t, "H": h, "W": w, "C": c, "N": t * h * w}
+    for axes in (*layouts.values(), "THWC"):
+        array = _read_layout(given, axes, sizes)
+        if array is not None:
+            break
+    else:
+        expected = [f"{name} layout {[sizes[x] for x in axes]} [{', '.join(axes)}] or "
+                    for name, axes in layouts.items()]
+        raise VidaxError(f"noise of shape {list(given.shape)} does not fit this video: "
+                         f"expected {''.join(expected)}vidax's {[t, h, w, c]} [T, H, W, C] "
+                         "(H, W: the latent size)")
+    return np.ascontiguousarray(array, dtype=np.float32)
+
+
+def read_noise(noise) -> np.ndarray:
+    """Noise given as an array or a ``.npy`` path, checked to be finite floating-point
+    numbers (in whatever layout it comes)."""
+    if isinstance(noise, (str, os.PathLike)):
+        path = Path(noise)
+        try:
+            noise = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise VidaxError(f"{path}: not a readable .npy array ({e})") from e
+    array = np.asarray(noise)
+    if not np.issubdtype(array.dtype, np.floating) or not np.isfinite(array).all():
+        raise VidaxError("noise must be finite floating-point numbers")
+    return array
+
+
+def _read_layout(array: np.ndarray, axes: str, sizes: dict) -> np.ndarray | None:
+    """``array`` (optionally with a batch axis of 1) read as ``axes``, as ``[T, H, W, C]``;
+    None where its shape does not fit."""
+    for a in (array, array[0]) if array.ndim > 1 and array.shape[0] == 1 else (array,):
+        if a.shape == tuple(sizes[x] for x in axes):
+            if "N" in axes:  # tokens: T*H*W in row-major order
+                i = axes.index("N")
+                a = a.reshape(*a.shape[:i], sizes["T"], sizes["H"], sizes["W"], *a.shape[i + 1:])
+                axes = axes.replace("N", "THW")
+            return a.transpose([axes.index(x) for x in "THWC"])
+    return None
+
+
+def read_json_config(path: Path) -> dict:
+    """A ``config.json`` as a dict (one clear error if it is not one)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise VidaxError(f"{path}: not a readable JSON file ({e})") from e
+    if not isinstance(data, dict):
+        raise VidaxError(f"{path}: expected a JSON object of settings")
+    return data
+
+
+# ----------------------------------------------------------------------------- the request
+@dataclass(frozen=True, kw_only=True)
+class Defaults:
+    """A release's value of each shared option (``size`` is (width, height)); a family
+    subclasses it for its own (Wan2.2's ``boundary``, ...). ``shift`` / ``sample_solver``
+    None: the family has no such choice."""
+
+    steps: int
+    guidance_scale: float
+    size: tuple[int, int]
+    frames: int
+    fps: float
+    shift: float | None = None
+    negative_prompt: str | None = None
+    sample_solver: str | None = None
+
+    def shift_for(self, size: tuple[int, int]) -> float | None:
+        """The default shift at an output size (Wan2.1 i2v changes it at 480p)."""
+        return self.shift
+
+
+@dataclass(frozen=True, kw_only=True)
+class Request:
+    """One generation, every option resolved and validated (:meth:`resolve`). A family
+    subclasses it for its own fields. ``size`` is the output (width, height); ``noise``
+    ``[T, h, w, C]`` or None (drawn from ``seed``); ``image`` the family's conditioning
+    frame; ``latent_channels`` and ``vae_stride`` (time, height, width) give
+    :attr:`latent_shape`."""
+
+    task: str
+    prompt: str
+    negative_prompt: str | None
+    frames: int
+    size: tuple[int, int]
+    steps: int
+    guidance_scale: float
+    shift: float | None
+    sample_solver: str | None
+    seed: int
+    fps: float
+    noise: np.ndarray | None = None
+    image: np.ndarray | None = None
+    latent_channels: int = 16
+    vae_stride: tuple[int, int, int] = (4, 8, 8)
+
+    #: The noise layouts :meth:`with_noise` accepts besides vidax's (:func:`noise_array`).
+    noise_layouts: ClassVar[dict[str, str]] = {"the authors'": "CTHW"}
+
+    @property
+    def latent_shape(self) -> tuple[int, int, int, int]:
+        width, height = self.size
+        stride = self.vae_stride
+        return ((self.frames - 1) // stride[0] + 1, height // stride[1], width // stride[2],
+                self.latent_channels)
+
+    @classmethod
+    def resolve(cls, task: str, defaults: Defaults, prompt: str, *,
+                negative_prompt: str | None = None, frames: int | None = None,
+                size: tuple[int, int] | str | None = None, steps: int | None = None,
+                guidance_scale: float | None = None, shift: float | None = None,
+                sample_solver: str | None = None, seed: int = 0, fps: float | None = None,
+                solvers=None, size_multiple: int | None = None, size_why: str | None = None,
+                **extras) -> Request:
+        """The shared options, each None taking the release's default (``negative_prompt``
+        also when empty), each checked with one clear error; ``extras``: the subclass's own
+        fields (and ``latent_channels`` / ``vae_stride``). ``solvers``: the sampler names
+        allowed (None: the family has no choice). Sizes must be multiples of
+        ``size_multiple`` (default: the VAE's spatial stride times 2, the DiT's patch)."""
+        d = defaults
+        if not isinstance(prompt, str):
+            raise VidaxError(f"the prompt must be a string, got {type(prompt).__name__}")
+        stride = extras.get("vae_stride", (4, 8, 8))
+        frames = check_frames(d.frames if frames is None else frames, stride[0])
+        if isinstance(size, str):
+            size = parse_size(size)
+        size = check_size(d.size if size is None else size, size_multiple or 2 * stride[1],
+                          size_why)
+        steps = check_count("steps", d.steps if steps is None else steps)
+        guidance_scale = number("guidance_scale", d.guidance_scale if guidance_scale is None
+                                else guidance_scale, positive=False)
+        if shift is not None or d.shift is not None:
+            shift = number("shift", d.shift_for(size) if shift is None else shift)
+        sample_solver = sample_solver or d.sample_solver
+        if solvers is not None and sample_solver not in solvers:
+            raise VidaxError(f"sample_solver must be one of {', '.join(solvers)}, got "
+                             f"{sample_solver!r}")
+        fps = number("fps", d.fps if fps is None else fps)
+        seed = check_count("seed", seed, minimum=0)
+        return cls(task=task, prompt=prompt, negative_prompt=negative_prompt or
+                   d.negative_prompt, frames=frames, size=size, steps=steps,
+                   guidance_scale=guidance_scale, shift=shift, sample_solver=sample_solver,
+                   seed=seed, fps=fps, **extras)
+
+    def with_noise(self, noise) -> Request:
+        """This request with the given initial noise (an array or a ``.npy`` path, in one
+        of :attr:`noise_layouts` or vidax's); unchanged for None."""
+        if noise is None:
+            return self
+        return dataclasses.replace(self, noise=noise_array(noise, self.latent_shape,
+                                                           self.noise_layouts))
+
+
+# ----------------------------------------------------------------------------- progress
+class Progress:
+    """Progress bars and one line per finished phase, on a rich console; silent without."""
+
+    def __init__(self, console):
+        self.console = console
+
+    def line(self, text: str) -> None:
+        if self.console is not None:
+            self.console.print(text, soft_wrap=True)  # paths stay whole, copy-pastable
+
+    @contextlib.contextmanager
+    def phase(self, description: str, total: int | None = None):
+        """Yields ``advance(n=1, total=None)``; prints ``description: done in X s`` at the
+        end."""
+        start = time.perf_counter()
+        if self.console is None or not self.console.is_terminal:
+            # no live bar into logs and pipes: the closing line alone
+            yield lambda n=1, total=None: None
+            self.line(f"{description}: done in {time.perf_counter() - start:.1f} s")
+            return
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn,
+                                   TextColumn, TimeElapsedColumn)
+
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                      MofNCompleteColumn(), TimeElapsedColumn(), console=self.console,
+                      transient=True) as bar:
+            task = bar.add_task(description, total=total)
+
+            def advance(n=1, total=None):
+                if total is not None:
+                    bar.update(task, total=total)
+                bar.advance(task, n)
+
+            yield advance
+        self.line(f"{description}: done in {time.perf_counter() - start:.1f} s")
+
+
+# ----------------------------------------------------------------------------- the release
+@dataclass(frozen=True)
+class Part:
+    """A weight file a release needs: ``key`` names it in :class:`Release` (``dit``,
+    ``high_noise_model``, ...), ``spec`` is the registered model that reads it (its
+    ``files``: the file name patterns), found in the folder ``under`` of the release;
+    ``role`` says what it is (``"the DiT"``), ``shown`` the name a missing-file line gives
+    (default: the last pattern)."""
+
+    key: str
+    spec: registry.ComponentSpec
+    role: str
+    under: str = ""
+    shown: str | None = None
+
+
+@dataclass(frozen=True)
+class Needed:
+    """A folder a release needs (a tokenizer's): ``key`` names it in :class:`Release`, it
+    lies at ``path`` in the release and must hold each of ``holds``."""
+
+    key: str
+    path: str
+    holds: tuple[str, ...]
+    role: str
+
+
+def open_folder(folder, family: str, variants, variant: str | None,
+                hint: str = "as the authors publish it") -> Path:
+    """The release folder, checked to exist, and ``variant`` checked to be one of
+    ``variants`` or ``"tiny"`` (None: to be identified)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise VidaxError(f"{folder}: no such folder (expected a {family} release folder, "
+                         f"{hint})")
+    if variant is not None and variant not in (*variants, "tiny"):
+        raise VidaxError(f"unknown {family} variant {variant!r}; known: {', '.join(variants)} "
+                         "(and 'tiny')")
+    return folder
+
+
+def find_files(folder: Path, parts, needed=(), *, what: str, also_missing=()) -> dict:
+    """key -> path of each :class:`Part` (by its spec's file patterns; an index file
+    wins over its shards) and each :class:`Needed` folder. Raises one error naming the folder
+    and every missing file, ``also_missing`` (the family's own lines) last."""
+    files, missing = {}, []
+    for part in parts:
+        where = folder / part.under
+        if any(any(where.glob(pattern)) for pattern in part.spec.files):
+            files[part.key] = loading.find_files(where, part.spec)
+        else:
+            name = part.shown or part.spec.files[-1]
+            missing.append(f"{Path(part.under) / name if part.under else name} ({part.role})")
+    for need in needed:
+        files[need.key] = folder / need.path
+        missing += [f"{need.path}/{name} ({need.role})" for name in need.holds
+                    if not (folder / need.path / name).is_file()]
+    missing += list(also_missing)
+    if missing:
+        raise VidaxError(f"{folder} is not a complete {what} folder: missing "
+                         + "; ".join(missing) + ". Nothing was loaded.")
+    return files
+
+
+@dataclass(frozen=True)
+class Release:
+    """A release folder as :func:`inspect_folder` found it: its task, variant and defaults;
+    ``files`` key -> path (weight files and needed folders), ``configs`` key -> config (each
+    weight file's, and whatever else the family reads), ``specs`` key -> the registered
+    model of each weight file, in loading order."""
+
+    folder: Path
+    task: str
+    variant: str
+    defaults: Defaults
+    configs: dict
+    files: dict
+    specs: dict
+
+
+def verify_component(spec, path: str | os.PathLike, config) -> None:
+    """A component file's names and shapes against its model (``spec``: a
+    ``vidax.registry.ComponentSpec``) at ``config``, before any weight of any component is
+    read: the error ``vidax.load`` would raise, naming the file."""
+    from vidax.translator.io import open_checkpoint
+
+    with open_checkpoint(path) as ckpt:
+        report, _, _ = loading.verify_tensors(spec, config, ckpt, source=str(path))
+    if not report.ok:
+        raise VerificationError(
+            f"{path} is not a {spec.model_type} {spec.component} checkpoint ({spec.layout} "
+            "layout) at this config (no weights were loaded): "
+            + "; ".join(report.lines(5)[1:]), report)
+
+
+def load_component(progress: Progress, model_type: str, component: str, path: Path, config,
+                   dtype, mesh=None, *, layout: str | None = None, label: str | None = None):
+    """One component through ``vidax.load`` (verified 1:1), with a progress bar and its
+    report's headline."""
+    label = label or component
+    with progress.phase(f"loading {label} ({Path(path).name})") as advance:
+        model, report = loading.load_with_report(
+            model_type, component, path, config=config, dtype=dtype, mesh=mesh, layout=layout,
+            progress=lambda done, total, name: advance(total=total))
+    progress.line(f"  {label}: {report.headline()}")
+    return model
+
+
+# ----------------------------------------------------------------------------- sampling
+@dataclass
+class Run:
+    """One sampling run as :meth:`PipelineBase.prepare` sets it up: the initial ``latents``
+    ``[1, ...]`` on the pipeline's devices, the ``scheduler``, the jitted step's ``inputs``
+    for every step (a dict pytree; None values allowed), the ``model`` ``(graphdef, params)``
+    every step runs, the sampler's settings for the progress line (``what``) and the
+    family's host-side bookkeeping (``extra``)."""
+
+    latents: jax.Array
+    scheduler: Any
+    inputs: dict
+    model: tuple
+    what: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+def cfg_pair(a):
+    """``[a, a]`` along the batch (split over the mesh's batch axes): an input of the
+    ``[cond, uncond]`` batch that both halves share. None stays None."""
+    return None if a is None else constrain_batch(jnp.concatenate([a, a]))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3), donate_argnums=(5, 6))
+def _sampling_step(family, solver_step, graphdef, compute_dtype, params, latents, state, index,
+                   t, inputs):
+    """One sampling step: the family's guided velocity, the scheduler's update (with
+    ``inputs["solver"]``, a dict of its extra per-step arguments), ``after_step``. The
+    latents and the scheduler state are donated."""
+    model = nnx.merge(graphdef, params)
+    velocity = family.velocity(model, latents, t, inputs, compute_dtype)
+    latents, state = solver_step(velocity, index, latents, state, **inputs.get("solver", {}))
+    return family.after_step(latents, inputs), state
+
+
+class PipelineBase:
+    """A loaded release: ``pipe(prompt, **options)`` -> uint8 frames ``[F, H, W, 3]``;
+    :meth:`sample` returns the final latents, :meth:`decode` turns latents into frames,
+    :meth:`write` writes an mp4 atomically. The hooks a family implements are listed in the
+    module docstring."""
+
+    NAME: ClassVar[str] = "?"
+    make_request: ClassVar = None
+    to_uint8 = staticmethod(to_uint8)
+
+    def __init__(self, release: Release, *, mesh=None, precision: str = "bf16", console=None):
+        self.release, self.task, self.variant = release, release.task, release.variant
+        self.precision = precision_policy(precision)
+        self.mesh = mesh
+        self._progress = Progress(console)
+
+    @property
+    def defaults(self) -> Defaults:
+        return self.release.defaults
+
+    # ------------------------------------------------------------------------- loading
+    @classmethod
+    def from_release(cls, release: Release, *, mesh=None, precision: str = "bf16",
+                     console=None, **options) -> PipelineBase:
+        """Verify every weight file against its model (no weight read), then load each one
+        (``options``: the family's, see its ``__init__``)."""
+        pipe = cls(release, mesh=mesh, precision=precision, console=console, **options)
+        for key, spec in release.specs.items():
+            verify_component(spec, release.files[key], release.configs[key])
+        pipe._progress.line(f"{pipe.describe()} in {release.folder}: every component "
+                            f"verified; loading with precision {pipe.precision.name}")
+        for key, spec in release.specs.items():
+            pipe.adopt(key, load_component(
+                pipe._progress, spec.model_type, spec.component, release.files[key],
+                release.configs[key], pipe.param_dtype(spec.component), mesh,
+                layout=spec.layout, label=key))
+        pipe.setup()
+        return pipe
+
+    def describe(self) -> str:
+        return f"{self.NAME} {self.variant} ({self.task})"
+
+    def param_dtype(self, component: str):
+        return component_dtype(self.precision, component)
+
+    def adopt(self, key: str, model) -> None:
+        setattr(self, key, model)
+
+    def setup(self) -> None:
+        pass
+
+    # ------------------------------------------------------------------------- pieces
+    def request(self, prompt: str, **options) -> Request:
+        return type(self).make_request(self.task, self.variant, prompt, **options)
+
+    def _matmul_precision(self):
+        """The precision policy's matmul precision as a context (none: JAX's default)."""
+        if self.precision.matmul is None:
+            return contextlib.nullcontext()
+        return jax.default_matmul_precision(self.precision.matmul)
+
+    def _mesh(self):
+        """The pipeline's mesh as the context mesh (``vidax.sharding.use_mesh``), if any."""
+        return contextlib.nullcontext() if self.mesh is None else use_mesh(self.mesh)
+
+    def _place(self, array) -> jax.Array:
+        """An input on the pipeline's device(s): its batch split over the mesh's batch axes
+        (``vidax.sharding.shard_batch``), the rest replicated."""
+        return jnp.asarray(array) if self.mesh is None else shard_batch(array, self.mesh)
+
+    def initial_noise(self, request: Request) -> jax.Array:
+        """``[1, *latent_shape]`` float32: the request's noise, else JAX's normal draw from
+        its seed."""
+        if request.noise is not None:
+            return self._place(request.noise[None])
+        key = jax.random.key(request.seed)
+        return self._place(jax.random.normal(key, (1, *request.latent_shape), jnp.float32))
+
+    # ------------------------------------------------------------------------- generation
+    def __call__(self, prompt: str | None = None, *, request=None, **options) -> np.ndarray:
+        """uint8 frames ``[F, H, W, 3]``."""
+        return self.decode(self.sample(prompt, request=request, **options))
+
+    def sample(self, prompt: str | None = None, *, request: Request | None = None,
+               **options) -> np.ndarray:
+        """The final latents ``[T, h, w, C]`` (float32) for ``prompt`` with ``options``, or
+        for a prepared ``request``."""
+        if request is None:
+            request = self.request(prompt, **options)
+        elif prompt is not None or options:
+            raise VidaxError("pass either a request or a prompt with options, not both")
+        with self._matmul_precision():
+            latents = self.denoise(request, self.prepare(request))
+        return np.asarray(latents[0])
+
+    def prepare(self, request: Request) -> Run:
+        raise NotImplementedError
+
+    def step_inputs(self, request: Request, run: Run, index: int, t):
+        """``((graphdef, params), timestep, inputs of this step)`` of step ``index`` at the
+        scheduler's timestep ``t``; the inputs update ``run.inputs``."""
+        return run.model, jnp.float32(t), {}
+
+    @staticmethod
+    def predict(model, x, t, inputs, compute_dtype):
+        raise NotImplementedError
+
+    @staticmethod
+    def guide(cond, uncond, scale):
+        return uncond + scale * (cond - uncond)
+
+    @staticmethod
+    def after_step(latents, inputs):
+        return latents
+
+    @classmethod
+    def velocity(cls, model, latents, t, inputs, compute_dtype):
+        """What the scheduler steps with: ``predict`` on the latents, or with
+        ``inputs["guidance_scale"]`` on the ``[cond, uncond]`` pair, combined by ``guide``."""
+        scale = inputs.get("guidance_scale")
+        if scale is None:
+            return cls.predict(model, latents, t, inputs, compute_dtype)
+        flow = cls.predict(model, cfg_pair(latents), t, inputs, compute_dtype)
+        return cls.guide(flow[:1], flow[1:], scale)
+
+    def denoise(self, request: Request, run: Run) -> jax.Array:
+        """The sampling loop: one jitted step per scheduler timestep (latents and scheduler
+        state donated, under the pipeline's mesh), a progress bar, each step finished before
+        the next is queued."""
+        latents, scheduler = run.latents, run.scheduler
+        state = scheduler.init(latents.shape, sharding=latents.sharding)
+        width, height = request.size
+        what = f", {run.what}" if run.what else ""
+        with self._progress.phase(f"sampling {request.frames} frames at {width}x{height}{what}",
+                                  total=len(scheduler.timesteps)) as advance:
+            for index, t in enumerate(scheduler.timesteps):
+                (graphdef, params), timestep, inputs = self.step_inputs(request, run, index, t)
+                with self._mesh():
+                    latents, state = _sampling_step(
+                        type(self), scheduler.step, graphdef, self.precision.dit_compute,
+                        params, latents, state, jnp.int32(index), timestep,
+                        {**run.inputs, **inputs})
+                latents.block_until_ready()
+                advance()
+        return latents
+
+    def decode_latents(self, latents: jax.Array) -> jax.Array:
+        """Latents ``[1, T, h, w, C]`` on the devices -> frames ``[1, F, H, W, 3]`` in
+        [-1, 1]."""
+        return self.vae.decode(latents)
+
+    def decode(self, latents) -> np.ndarray:
+        """Latents ``[T, h, w, C]`` -> uint8 frames ``[F, H, W, 3]``."""
+        latents = np.asarray(latents, np.float32)
+        with self._matmul_precision(), self._progress.phase(
+                f"decoding {latents.shape[0]} latent frames"):
+            video = self.decode_latents(self._place(latents[None]))
+        return self.to_uint8(video[0])
+
+    def write(self, frames, path: str | os.PathLike, *, fps: float | None = None) -> Path:
+        """Write frames as an H.264 mp4 at ``fps`` (default: the release's), atomically."""
+        return write_mp4(path, frames, fps=fps or self.defaults.fps)
