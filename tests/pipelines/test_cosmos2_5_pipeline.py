@@ -202,7 +202,7 @@ def test_schedule_is_diffusers(case):
     np.testing.assert_array_equal(ours.sigmas, case.scheduler.sigmas.numpy())
 
 
-@pytest.mark.parametrize("guidance", [GUIDANCE, 1.0])
+@pytest.mark.parametrize("guidance", [pytest.param(GUIDANCE, marks=pytest.mark.slow), 1.0])
 def test_latents_match_diffusers(case, vidax_pipe, guidance, record_property):
     request = cp.make_request("text2world", "tiny", PROMPT, negative_prompt=NEGATIVE,
                               frames=FRAMES, size=(WIDTH, HEIGHT), steps=STEPS,

@@ -352,6 +352,7 @@ def test_tone_map_matches_authors():
 
 
 # ----------------------------------------------------------------------------- pipelines
+@pytest.mark.slow
 def test_t2v_matches_authors_pipeline(pipe, authors, record_property):
     expected, draws = _authors_run(authors, DEV_LIKE, seed=3)
     stats = compare("t2v_dev_like", _vidax_run(pipe, DEV_LIKE, draws), expected,
@@ -370,6 +371,7 @@ def test_t2v_distilled_list_matches_authors_pipeline(pipe, authors, record_prope
     assert stats["max_abs_diff"] <= stats["bound"], stats
 
 
+@pytest.mark.slow
 def test_i2v_matches_authors_pipeline(pipe, authors, record_property):
     image = np.random.default_rng(5).uniform(-1, 1, (HEIGHT, WIDTH, 3)).astype(np.float32)
     expected, draws = _authors_run(authors, I2V_SETTINGS, seed=6, image=image)
@@ -453,6 +455,7 @@ def multiscale(release_dir, tmp_path_factory):
     return pipe, ref.LatentUpsampler.from_pretrained(path).eval()
 
 
+@pytest.mark.slow
 def test_multiscale_t2v_matches_authors_pipeline(multiscale, authors, record_property):
     pipe, upsampler = multiscale
     expected, draws = _authors_run(authors, DEV_LIKE, seed=11, upsampler=upsampler,
@@ -535,6 +538,7 @@ def test_generate_image_to_video(release_dir, tmp_path, capsys):
     assert video.read_video(out)[0].shape == (9, 32, 32, 3)
 
 
+@pytest.mark.slow
 def test_generate_multiscale_writes_the_requested_size(multiscale, tmp_path, capsys):
     """With the upscaler in the folder vidax runs the multi-scale pipeline (first pass at
     80x32 = int(128 x 0.6666666) // 16 * 16 by int(64 x 0.6666666) // 16 * 16, second at

@@ -296,11 +296,13 @@ def _authors_generate(t2v, sample_solver: str):
                                  negative_prompt=wan_shared_cfg.sample_neg_prompt)
 
 
+@pytest.mark.slow
 def test_negative_prompt_is_the_authors(t2v_reference):
     assert wan.NEGATIVE_PROMPT == t2v_reference.negative_prompt
     assert wan.DEFAULTS["t2v-14b"].negative_prompt == wan.NEGATIVE_PROMPT
 
 
+@pytest.mark.slow
 def test_t2v_matches_authors_generate(t2v, t2v_reference, record_property):
     start = time.perf_counter()
     latents = t2v.pipe.sample(PROMPT, frames=FRAMES, size=SIZE, steps=STEPS,
@@ -323,6 +325,7 @@ def test_t2v_matches_authors_generate(t2v, t2v_reference, record_property):
     assert stats["max_abs_diff"] > stats["bound"], stats
 
 
+@pytest.mark.slow
 def test_t2v_dpm_solver_matches_authors_generate(t2v, record_property):
     """``--sample-solver dpm++``: the authors' sigmas through ``retrieve_timesteps``."""
     reference = _authors_generate(t2v, "dpm++")
@@ -333,6 +336,7 @@ def test_t2v_dpm_solver_matches_authors_generate(t2v, record_property):
     assert stats["max_abs_diff"] <= stats["bound"], stats
 
 
+@pytest.mark.slow
 def test_noise_layouts_and_seed(t2v, t2v_reference):
     """The authors' [C, T, h, w] and vidax's [T, h, w, C] (with or without a batch axis) give
     the same noise; a seed gives JAX noise of the right shape, the same every time."""
@@ -348,6 +352,7 @@ def test_noise_layouts_and_seed(t2v, t2v_reference):
     np.testing.assert_array_equal(a, np.asarray(t2v.pipe.initial_noise(request)))
 
 
+@pytest.mark.slow
 def test_t2v_bf16_policy_stays_close(t2v, t2v_reference, record_property):
     """The default policy (bf16 DiT compute and UMT5, as the authors run them) against the
     float32 reference: no parity bound (bf16 rounds at ~4e-3), a sanity bound."""
@@ -455,6 +460,7 @@ def image_case(request, tmp_path_factory):
                                  ref=ref.transpose(1, 2, 3, 0))
 
 
+@pytest.mark.slow
 def test_image_to_video_matches_diffusers(image_case, record_property, monkeypatch):
     case = image_case
     start = time.perf_counter()
@@ -631,6 +637,7 @@ def test_generate_image_tasks_need_their_images(image_case, tmp_path, capsys):
         _assert_refused(rc, capsys, tmp_path, "flf2v needs the last frame too: --last-image")
 
 
+@pytest.mark.slow
 def test_image_to_video_bf16_policy_stays_close(image_case, record_property):
     """The default policy on the image path too: UMT5 in bfloat16 (the authors' t5_dtype),
     the DiT's bfloat16 compute, CLIP in float32; a sanity bound."""

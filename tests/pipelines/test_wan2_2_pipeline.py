@@ -235,6 +235,7 @@ def ti2v_image_case(releases, pipes):
     return types.SimpleNamespace(pipe=pipe, request=request, ref=ref)
 
 
+@pytest.mark.slow
 def test_ti2v_image_to_video_matches_authors(ti2v_image_case, record_property, monkeypatch):
     case = ti2v_image_case
     start = time.perf_counter()
@@ -254,6 +255,7 @@ def test_ti2v_image_to_video_matches_authors(ti2v_image_case, record_property, m
     assert stats["max_abs_diff"] > stats["bound"], stats
 
 
+@pytest.mark.slow
 def test_ti2v_text_to_video_matches_authors(releases, pipes, record_property):
     release, pipe = releases["ti2v"], pipes["ti2v"]
     ref = authors_generate(release, size=TI2V_SIZE)
@@ -307,6 +309,7 @@ def _authors_rule(shift: float, boundary: float, steps: int = 40) -> int:
     return sum(int(t.item() >= boundary * 1000) for t in sched.timesteps)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", ["t2v", "i2v"])
 def test_expert_switch_is_the_authors_rule(task, t2v_case, i2v_case, record_property):
     case = t2v_case if task == "t2v" else i2v_case
@@ -321,6 +324,7 @@ def test_expert_switch_is_the_authors_rule(task, t2v_case, i2v_case, record_prop
     assert stats["max_abs_diff"] <= stats["bound"], stats
 
 
+@pytest.mark.slow
 def test_i2v_negative_channel_order(i2v_case, record_property, monkeypatch):
     monkeypatch.setattr(wan2_1, "condition_channels",
                         lambda mask, latent: jnp.concatenate(
@@ -331,6 +335,7 @@ def test_i2v_negative_channel_order(i2v_case, record_property, monkeypatch):
     assert stats["max_abs_diff"] > stats["bound"], stats
 
 
+@pytest.mark.slow
 def test_t2v_negative_experts_exchanged(t2v_case, record_property, monkeypatch):
     monkeypatch.setattr(wan, "expert_for", lambda t, boundary: wan.LOW if t >= boundary * 1000
                         else wan.HIGH)
@@ -340,6 +345,7 @@ def test_t2v_negative_experts_exchanged(t2v_case, record_property, monkeypatch):
     assert stats["max_abs_diff"] > stats["bound"], stats
 
 
+@pytest.mark.slow
 def test_swap_policy_places_each_expert_once(releases, t2v_case):
     """``swap``: one expert on the device at a time, each placed once per run, and the
     same latents as with both resident."""
@@ -356,9 +362,9 @@ def test_swap_policy_places_each_expert_once(releases, t2v_case):
 
 # ----------------------------------------------------------------------------- defaults, inputs
 def test_defaults_are_the_authors():
+    wan22.textimage2video_module()  # wan.configs importable (the wan package's stubs set up)
     from wan.configs import MAX_AREA_CONFIGS, SIZE_CONFIGS, SUPPORTED_SIZES, WAN_CONFIGS
 
-    wan22.textimage2video_module()  # wan.configs importable
     for variant, config in (("ti2v-5b", "ti2v-5B"), ("t2v-a14b", "t2v-A14B"),
                             ("i2v-a14b", "i2v-A14B")):
         cfg, d = WAN_CONFIGS[config], wan.DEFAULTS[variant]
