@@ -31,13 +31,10 @@ import sys
 import types
 from pathlib import Path
 
-import torch
-import torch.nn.functional as F
-
 
 def sdpa_flash_attention(q, k, v, q_lens=None, k_lens=None, dropout_p=0.0, softmax_scale=None,
                          q_scale=None, causal=False, window_size=(-1, -1), deterministic=False,
-                         dtype=torch.bfloat16, version=None):
+                         dtype=None, version=None):
     """``wan.modules.attention.flash_attention`` on CPU, ``[B, L, heads, head_dim]`` layout.
 
     Semantics kept from the flash-attn varlen call it replaces:
@@ -53,6 +50,9 @@ def sdpa_flash_attention(q, k, v, q_lens=None, k_lens=None, dropout_p=0.0, softm
     Not reproduced (the DiT never asks for them): dropout, causal masking and local windows
     raise; ``dtype``/``version``/``deterministic`` only steer the CUDA kernel.
     """
+    import torch
+    import torch.nn.functional as F
+
     del deterministic, dtype, version
     if dropout_p or causal or tuple(window_size) != (-1, -1):
         raise NotImplementedError("the CPU oracle supports only dropout 0, non-causal, global "
@@ -119,6 +119,8 @@ class _Normalize:
         self.mean, self.std, self.inplace = list(mean), list(std), inplace
 
     def __call__(self, tensor):
+        import torch
+
         mean = torch.as_tensor(self.mean, dtype=tensor.dtype, device=tensor.device).view(-1, 1, 1)
         std = torch.as_tensor(self.std, dtype=tensor.dtype, device=tensor.device).view(-1, 1, 1)
         return (tensor if self.inplace else tensor.clone()).sub_(mean).div_(std)
@@ -199,6 +201,8 @@ def t5_module() -> types.ModuleType:
     ``torch.cuda.current_device`` returns ``"cpu"`` (so that default becomes the CPU), and is
     restored afterwards. ``T5Encoder`` and the layers the tests use are untouched.
     """
+    import torch
+
     tokenizers_module()
     current_device = torch.cuda.current_device
     torch.cuda.current_device = lambda: "cpu"
@@ -259,6 +263,7 @@ def _to_tensor(pic):
     """``torchvision.transforms.functional.to_tensor`` for what the loops pass it (a PIL
     image): ``[C, H, W]`` float32 in [0, 1], ``uint8 / 255``."""
     import numpy as np
+    import torch
 
     array = np.array(pic, copy=True)
     if array.ndim == 2:
@@ -313,7 +318,7 @@ def image2video_module() -> types.ModuleType:
 CLIP_DIM, CLIP_TOKENS = 1280, 257
 
 
-def wan2_1_dit_state(cfg) -> dict[str, torch.Tensor]:
+def wan2_1_dit_state(cfg) -> dict:
     """A state dict in the authors' Wan2.1 DiT layout at ``cfg`` (a vidax ``WanDiTConfig``,
     whose fields are ``WanModel``'s keyword arguments), values uninitialised: the caller
     randomises them.
@@ -325,6 +330,8 @@ def wan2_1_dit_state(cfg) -> dict[str, torch.Tensor]:
     Linear(1280, 1280), GELU, Linear(1280, dim), LayerNorm(dim)); flf2v adds ``emb_pos``
     [1, 514, 1280]. diffusers' strict load after its own converter checks this key set."""
     import dataclasses
+
+    import torch
 
     task = "t2v" if cfg.model_type == "t2v" else "i2v"
     state = dict(model_module().WanModel(**dict(dataclasses.asdict(cfg), model_type=task))
@@ -347,3 +354,30 @@ def wan2_1_dit_state(cfg) -> dict[str, torch.Tensor]:
         if cfg.model_type == "flf2v":
             state["img_emb.emb_pos"] = torch.empty(1, 2 * CLIP_TOKENS, CLIP_DIM)
     return {k: v.detach().clone().contiguous() for k, v in state.items()}
+
+
+# ----------------------------------------------------------------------------- Wan VAEs
+def vae_outputs(ref, cfg, videos: dict, latents: dict) -> dict:
+    """The authors' ``WanVAE_`` (either version) on each video and latent batch, as vidax's
+    channels-last arrays by the same keys: ``encoded``, the normalised mu (``WanVAE_.encode``
+    with the wrapper's scale, ``cfg.latents_mean`` / ``latents_std``); ``moments``, the raw
+    ``(mu, log_var)`` (the output of its ``conv1``, caught with a hook); ``decoded``, the
+    unclamped decode of normalised latents."""
+    import torch
+
+    from tests.parity import to_channels_last, to_ncthw
+
+    scale = [torch.tensor(cfg.latents_mean), 1.0 / torch.tensor(cfg.latents_std)]
+    encoded, moments, decoded = {}, {}, {}
+    captured = []
+    hook = ref.conv1.register_forward_hook(lambda mod, args, out: captured.append(out))
+    with torch.no_grad():
+        for t, video in videos.items():
+            captured.clear()
+            encoded[t] = to_channels_last(ref.encode(to_ncthw(video), scale))
+            mu, log_var = captured[0].chunk(2, dim=1)
+            moments[t] = (to_channels_last(mu), to_channels_last(log_var))
+        hook.remove()
+        for t, z in latents.items():
+            decoded[t] = to_channels_last(ref.decode(to_ncthw(z), scale))
+    return {"encoded": encoded, "moments": moments, "decoded": decoded}

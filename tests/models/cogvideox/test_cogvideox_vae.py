@@ -21,18 +21,14 @@ VAE section. Negative controls: ``conv_y`` <-> ``conv_b`` of one decoder spatial
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import safetensors.numpy
-import torch
 from flax import nnx
 
-import vidax
-from tests.parity import compare, randomize, to_channels_last, to_ncthw
+from tests.parity import VAECase, assert_fails, randomize, swap_prefixes
 from vidax import manifests, registry
 from vidax.errors import VidaxError
 from vidax.loading import verify_manifest
@@ -109,7 +105,7 @@ def test_frame_batches_are_diffusers():
 
 # ----------------------------------------------------------------------------- tiny parity
 @pytest.fixture(scope="module")
-def case(tmp_path_factory):
+def case(tmp_path_factory) -> VAECase:
     """diffusers' tiny VAE saved by itself, the inputs, and its outputs (channels-last)."""
     from diffusers import AutoencoderKLCogVideoX
 
@@ -122,100 +118,51 @@ def case(tmp_path_factory):
     randomize(sorted(ref.named_parameters()), seed=0)
     folder = tmp_path_factory.mktemp("cogvideox_vae")
     ref.save_pretrained(folder)
-    rng = np.random.default_rng(1)
-    video = rng.uniform(-1, 1, (BATCH, FRAMES, HEIGHT, WIDTH, 3)).astype(np.float32)
-    z = rng.standard_normal((BATCH, LATENT_FRAMES, HEIGHT // 8, WIDTH // 8,
-                             cfg.latent_channels)).astype(np.float32)
-    with torch.no_grad():
-        posterior = ref.encode(to_ncthw(video)).latent_dist
-        decoded = ref.decode(to_ncthw(z)).sample
-    assert decoded.shape[2] == 4 * (LATENT_FRAMES - 1) + 1
-    return {"ref": ref, "cfg": cfg, "folder": folder,
-            "path": folder / "diffusion_pytorch_model.safetensors", "video": video, "z": z,
-            "mean": to_channels_last(posterior.mean), "log_var": to_channels_last(posterior.logvar),
-            "decoded": to_channels_last(decoded)}
-
-
-def _outputs(model: CogVideoXVAE, case, direction: str):
-    if direction == "encode":
-        mean, log_var = model.encode(case["video"], normalize=False, return_log_var=True)
-        return np.asarray(mean), np.asarray(log_var)
-    return model.decode(case["z"], normalized=False, clamp=False)
+    case = VAECase.posterior("cogvideox", folder / "diffusion_pytorch_model.safetensors", cfg,
+                             ref, video=(BATCH, FRAMES, HEIGHT, WIDTH, 3),
+                             latents=(BATCH, LATENT_FRAMES, HEIGHT // 8, WIDTH // 8,
+                                      cfg.latent_channels))
+    assert case["decoded"].shape[1] == 4 * (LATENT_FRAMES - 1) + 1
+    return case
 
 
 def test_vae_matches_diffusers(case, record_property):
     spec = registry.get("cogvideox", "vae", "diffusers")
-    cfg = spec.make_config(overrides=json.loads((case["folder"] / "config.json").read_text()))
-    assert cfg == case["cfg"]
-    model = vidax.load("cogvideox", "vae", case["path"], config=cfg)
+    cfg = spec.make_config(overrides=json.loads((case.path.parent / "config.json").read_text()))
+    assert cfg == case.config
+    model = case.load(config=cfg)
     assert isinstance(model, CogVideoXVAE)
-    mean, log_var = _outputs(model, case, "encode")
-    decoded = _outputs(model, case, "decode")
-    for name, out, ref in (("cogvideox_vae_mean", mean, case["mean"]),
-                           ("cogvideox_vae_log_var", log_var, case["log_var"]),
-                           ("cogvideox_vae_decode", decoded, case["decoded"])):
-        stats = compare(name, out, ref, record_property)
-        assert stats["max_abs_diff"] <= stats["bound"], stats
-    # The scaled API: the pipelines' ``* scaling_factor`` / ``/ scaling_factor``.
-    np.testing.assert_allclose(np.asarray(model.encode(case["video"])),
-                               mean * cfg.scaling_factor, rtol=1e-6)
-    scaled = model.decode(case["z"] * cfg.scaling_factor, clamp=True)
-    np.testing.assert_allclose(scaled, np.clip(decoded, -1, 1), atol=1e-5)
+    case.check_posterior(model, "cogvideox_vae", record_property)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("direction, frames", [("encode", 1), ("decode", 4)])
 def test_vae_other_lengths(case, direction, frames, record_property):
     """One frame (the image-to-video pipelines encode the conditioning image alone: no
     temporal pooling, first-frame padding only) and an even latent count (decoded 2 + 2, no
     odd first chunk)."""
-    model = vidax.load("cogvideox", "vae", case["path"], config=case["cfg"])
     rng = np.random.default_rng(2)
     if direction == "encode":
         x = rng.uniform(-1, 1, (1, frames, HEIGHT, WIDTH, 3)).astype(np.float32)
-        with torch.no_grad():
-            ref = to_channels_last(case["ref"].encode(to_ncthw(x)).latent_dist.mean)
-        out = np.asarray(model.encode(x, normalize=False))
     else:
         x = rng.standard_normal((1, frames, HEIGHT // 8, WIDTH // 8,
-                                 case["cfg"].latent_channels)).astype(np.float32)
-        with torch.no_grad():
-            ref = to_channels_last(case["ref"].decode(to_ncthw(x)).sample)
-        out = model.decode(x, normalized=False, clamp=False)
-    stats = compare(f"cogvideox_vae_{direction}_{frames}_frames", out, ref, record_property)
-    assert stats["max_abs_diff"] <= stats["bound"], stats
-
-
-def _swap_prefixes(path: Path, out: Path, a: str, b: str) -> Path:
-    """A copy of the file with every tensor under prefix ``a`` exchanged with its twin under
-    ``b`` (same shapes)."""
-    tensors = safetensors.numpy.load_file(path)
-    keys = [k for k in tensors if k.startswith(a)]
-    assert keys
-    for key in keys:
-        twin = b + key[len(a):]
-        tensors[key], tensors[twin] = tensors[twin], tensors[key]
-    safetensors.numpy.save_file(tensors, out, metadata={"format": "pt"})
-    return out
+                                 case.config.latent_channels)).astype(np.float32)
+    case.check_input(case.load(), direction, x, f"cogvideox_vae_{direction}_{frames}_frames",
+                     record_property)
 
 
 @pytest.mark.parametrize("direction", ["decode", "encode"])
 def test_vae_negative_control(case, direction, tmp_path, record_property):
-    bad = _swap_prefixes(case["path"], tmp_path / "diffusion_pytorch_model.safetensors",
-                         *NEGATIVE[direction])
-    model = vidax.load("cogvideox", "vae", bad, config=case["cfg"])
-    out = _outputs(model, case, direction)
-    out, ref = (out[0], case["mean"]) if direction == "encode" else (out, case["decoded"])
-    stats = compare(f"cogvideox_vae_negative_{direction}", out, ref, record_property)
-    assert stats["max_abs_diff"] > stats["bound"], stats
+    case.check_negative(tmp_path, direction, swap_prefixes(*NEGATIVE[direction]),
+                        f"cogvideox_vae_negative_{direction}", record_property)
 
 
+@pytest.mark.slow
 def test_decode_chunking_matters(case, monkeypatch, record_property):
     """The parity above depends on cutting where diffusers does: decoding the same weights in
     chunks of 7 latent frames (one chunk) instead of 3 + 2 + 2 fails the bound."""
     from vidax.models.cogvideox import vae
 
     monkeypatch.setattr(vae, "DECODE_FRAMES_PER_CHUNK", LATENT_FRAMES)
-    model = vidax.load("cogvideox", "vae", case["path"], config=case["cfg"])
-    stats = compare("cogvideox_vae_negative_one_chunk", _outputs(model, case, "decode"),
-                    case["decoded"], record_property)
-    assert stats["max_abs_diff"] > stats["bound"], stats
+    assert_fails("cogvideox_vae_negative_one_chunk", case.outputs(case.load(), "decode"),
+                 case["decoded"], record_property)

@@ -28,20 +28,17 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import json  # noqa: E402
-from pathlib import Path  # noqa: E402
-from types import SimpleNamespace  # noqa: E402
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import safetensors.numpy  # noqa: E402
-import torch  # noqa: E402
 
 import vidax  # noqa: E402
-from tests.parity import compare, randomize  # noqa: E402
+from tests.parity import AbstractModel, DecoderLMCase  # noqa: E402
 from vidax.errors import VidaxError  # noqa: E402
 from vidax.loading import load_with_report  # noqa: E402
-from vidax.models.gemma.model import FULL, SLIDING, GemmaConfig  # noqa: E402
+from vidax.models.gemma.model import FULL, SLIDING, GemmaConfig, GemmaModel  # noqa: E402
 
 jax.config.update("jax_default_matmul_precision", "highest")
 
@@ -55,45 +52,32 @@ VISION = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_att
 LAYOUTS = ("release", "text_model")
 
 
+def _pad(mask) -> None:
+    mask[1, :7] = 0           # LTX-2 pads on the left: queries with no key to attend to
+    mask[2, :1] = 0
+
+
 @pytest.fixture(scope="module")
-def case(tmp_path_factory):
+def case(tmp_path_factory) -> DecoderLMCase:
     """The saved reference in both layouts, the inputs, and transformers' outputs."""
     from transformers import Gemma3Config, Gemma3ForConditionalGeneration
 
-    root = tmp_path_factory.mktemp("gemma3")
-    torch.manual_seed(0)
-    model = Gemma3ForConditionalGeneration(Gemma3Config(
-        text_config=TEXT, vision_config=VISION, mm_tokens_per_image=4,
-        image_token_index=250, boi_token_index=251, eoi_token_index=252)).eval()
-    randomize(model.named_parameters(), seed=1)
-    model.save_pretrained(root / "release", max_shard_size="50KB")   # sharded, as released
-    text_model = model.model.language_model
-    text_model.save_pretrained(root / "text_model")
+    def save(model, root):
+        model.save_pretrained(root / "release", max_shard_size="50KB")   # sharded, as released
+        text_model = model.model.language_model
+        text_model.save_pretrained(root / "text_model")
+        return text_model
 
-    gen = torch.Generator().manual_seed(2)
-    ids = torch.randint(0, TEXT["vocab_size"], (BATCH, SEQ_LEN), generator=gen)
-    mask = torch.ones(BATCH, SEQ_LEN, dtype=torch.long)
-    mask[1, :7] = 0           # LTX-2 pads on the left: queries with no key to attend to
-    mask[2, :1] = 0
-    with torch.no_grad():
-        ref = {"ids": text_model(input_ids=ids, output_hidden_states=True).hidden_states,
-               "masked": text_model(input_ids=ids, attention_mask=mask,
-                                    output_hidden_states=True).hidden_states}
-    ref = {k: [h.numpy() for h in v] for k, v in ref.items()}
-    config = GemmaConfig.from_dict(json.loads((root / "release" / "config.json").read_text()))
-    return SimpleNamespace(root=root, ids=ids.numpy(), mask=mask.numpy(), ref=ref,
-                           config=config)
-
-
-def _load(path: Path, config: GemmaConfig):
-    return vidax.load("gemma", "text_encoder", path, config=config)
-
-
-def _check_all(name: str, ours, ref, record_property) -> None:
-    assert len(ours) == len(ref) == TEXT["num_hidden_layers"] + 1
-    for i, (o, r) in enumerate(zip(ours, ref)):
-        stats = compare(f"{name}[{i}]", np.asarray(o), r, record_property)
-        assert stats["max_abs_diff"] <= stats["bound"], stats
+    return DecoderLMCase.build(
+        tmp_path_factory.mktemp("gemma3"), "gemma", GemmaConfig,
+        lambda: Gemma3ForConditionalGeneration(Gemma3Config(
+            text_config=TEXT, vision_config=VISION, mm_tokens_per_image=4,
+            image_token_index=250, boi_token_index=251, eoi_token_index=252)),
+        save, num_layers=TEXT["num_hidden_layers"], vocab_size=TEXT["vocab_size"],
+        batch=BATCH, seq_len=SEQ_LEN, padding=_pad, config_layout="release",
+        calls=lambda text, ids, mask: {
+            "ids": text(input_ids=ids, output_hidden_states=True),
+            "masked": text(input_ids=ids, attention_mask=mask, output_hidden_states=True)})
 
 
 # ----------------------------------------------------------------------------- layouts
@@ -121,38 +105,36 @@ def test_layout_loads_and_ignores_the_rest(case, layout):
 
 
 # ----------------------------------------------------------------------------- parity
-@pytest.mark.parametrize("layout", LAYOUTS)
+# The sharded release layout in the fast lane; the bare text model in CI (``-m slow``).
+@pytest.mark.parametrize("layout", [layout if layout == "release" else
+                                    pytest.param(layout, marks=pytest.mark.slow)
+                                    for layout in LAYOUTS])
 def test_hidden_states_match_transformers(case, layout, record_property):
-    _check_all(f"gemma_{layout}", _load(case.root / layout, case.config)(case.ids),
-               case.ref["ids"], record_property)
+    case.check_all(f"gemma_{layout}", case.load(layout)(case.ids), "ids", record_property)
 
 
 def test_left_padding_mask_matches_transformers(case, record_property):
     """LTX-2's call (left-padded tokens and their mask); every position, padded queries
     included."""
-    model = _load(case.root / "release", case.config)
-    _check_all("gemma_masked", model(case.ids, case.mask), case.ref["masked"], record_property)
+    model = case.load("release")
+    case.check_all("gemma_masked", model(case.ids, case.mask), "masked", record_property)
 
 
 @pytest.mark.parametrize("pair", [("self_attn.q_norm", "self_attn.k_norm"),
                                   ("mlp.gate_proj", "mlp.up_proj")])
 def test_negative_control_swapped_tensors(case, pair, tmp_path, record_property):
-    tensors = safetensors.numpy.load_file(case.root / "text_model" / "model.safetensors")
-    a, b = (f"layers.1.{name}.weight" for name in pair)
-    tensors[a], tensors[b] = tensors[b], tensors[a]
-    bad = tmp_path / "model.safetensors"
-    safetensors.numpy.save_file(tensors, bad)
-    last = _load(bad, case.config)(case.ids)[-1]
-    stats = compare(f"gemma_negative_{pair[0]}", last, case.ref["ids"][-1], record_property)
-    assert stats["max_abs_diff"] > stats["bound"], stats
+    case.check_negative(tmp_path, "text_model",
+                        [tuple(f"layers.1.{name}.weight" for name in pair)],
+                        f"gemma_negative_{pair[0]}", record_property)
 
 
-def test_bad_inputs(case):
-    model = _load(case.root / "text_model", case.config)
+def test_bad_inputs():
+    model = AbstractModel(lambda: GemmaModel(GemmaConfig.tiny()))
+    ids, mask = np.zeros((BATCH, SEQ_LEN), np.int32), np.ones((BATCH, SEQ_LEN), np.int32)
     with pytest.raises(VidaxError, match="input_ids"):
-        model(case.ids[0])
+        model(ids[0])
     with pytest.raises(VidaxError, match="attention_mask"):
-        model(case.ids, case.mask[:, :5])
+        model(ids, mask[:, :5])
 
 
 # ----------------------------------------------------------------------------- configs

@@ -21,17 +21,14 @@ encode/decode at 21 frames / 6 latent frames, where the one-pass output fails th
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import torch
 from flax import nnx
 
-import vidax
-from tests.parity import compare, randomize, to_channels_last, to_ncthw
+from tests.parity import (VAECase, assert_fails, assert_parity, randomize, swap_prefixes,
+                          to_channels_last, to_ncthw)
 from vidax import manifests, registry
 from vidax.errors import VidaxError
 from vidax.loading import verify_manifest
@@ -95,8 +92,9 @@ def test_config_reader():
 
 # ----------------------------------------------------------------------------- tiny parity
 @pytest.fixture(scope="module")
-def case(tmp_path_factory):
+def case(tmp_path_factory) -> VAECase:
     """diffusers' tiny VAE saved as the release is, the inputs, and its outputs."""
+    import torch
     from diffusers import AutoencoderKLHunyuanVideo
 
     cfg = HunyuanVideoVAEConfig.tiny()
@@ -110,116 +108,61 @@ def case(tmp_path_factory):
     state = ref.state_dict()
     assert len(state) == manifests.get_manifest(MANIFEST).num_tensors
     torch.save(state, path)
-    rng = np.random.default_rng(1)
-    video = rng.uniform(-1, 1, (BATCH, FRAMES, HEIGHT, WIDTH, 3)).astype(np.float32)
-    z = rng.standard_normal((BATCH, LATENT_FRAMES, HEIGHT // 8, WIDTH // 8,
-                             cfg.latent_channels)).astype(np.float32)
-    with torch.no_grad():
-        posterior = ref.encode(to_ncthw(video)).latent_dist
-        decoded = ref.decode(to_ncthw(z)).sample
-    assert posterior.mean.shape[2] == LATENT_FRAMES and decoded.shape[2] == FRAMES
-    return {"ref": ref, "cfg": cfg, "path": path, "video": video, "z": z,
-            "mean": to_channels_last(posterior.mean), "log_var": to_channels_last(posterior.logvar),
-            "decoded": to_channels_last(decoded)}
-
-
-def _outputs(model: HunyuanVideoVAE, case, direction: str):
-    if direction == "encode":
-        mean, log_var = model.encode(case["video"], normalize=False, return_log_var=True)
-        return np.asarray(mean), np.asarray(log_var)
-    return model.decode(case["z"], normalized=False, clamp=False)
+    case = VAECase.posterior("hunyuan_video", path, cfg, ref,
+                             video=(BATCH, FRAMES, HEIGHT, WIDTH, 3),
+                             latents=(BATCH, LATENT_FRAMES, HEIGHT // 8, WIDTH // 8,
+                                      cfg.latent_channels))
+    assert case["mean"].shape[1] == LATENT_FRAMES and case["decoded"].shape[1] == FRAMES
+    return case
 
 
 def test_vae_matches_diffusers(case, record_property):
-    model = vidax.load("hunyuan_video", "vae", case["path"], config=case["cfg"])
+    model = case.load()
     assert isinstance(model, HunyuanVideoVAE)
-    mean, log_var = _outputs(model, case, "encode")
-    decoded = _outputs(model, case, "decode")
-    for name, out, ref in (("hunyuan_video_vae_mean", mean, case["mean"]),
-                           ("hunyuan_video_vae_log_var", log_var, case["log_var"]),
-                           ("hunyuan_video_vae_decode", decoded, case["decoded"])):
-        stats = compare(name, out, ref, record_property)
-        assert stats["max_abs_diff"] <= stats["bound"], stats
-    # The scaled API: the pipeline's ``* scaling_factor`` / ``/ scaling_factor``.
-    cfg = case["cfg"]
-    np.testing.assert_allclose(np.asarray(model.encode(case["video"])),
-                               mean * cfg.scaling_factor, rtol=1e-6)
-    scaled = model.decode(case["z"] * cfg.scaling_factor)
-    np.testing.assert_allclose(scaled, np.clip(decoded, -1, 1), atol=1e-5)
+    case.check_posterior(model, "hunyuan_video_vae", record_property)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("direction, frames", [("encode", 1), ("encode", 6), ("decode", 1)])
 def test_vae_other_lengths(case, direction, frames, record_property):
     """One frame (an image: no temporal resampling has anything to pair), a count that is not
     4k + 1 (6 frames -> 2 latent frames, as diffusers' strided causal convs give), and one
     latent frame (the upsamplers keep a lone first frame single)."""
-    model = vidax.load("hunyuan_video", "vae", case["path"], config=case["cfg"])
     rng = np.random.default_rng(2)
     if direction == "encode":
         x = rng.uniform(-1, 1, (1, frames, HEIGHT, WIDTH, 3)).astype(np.float32)
-        with torch.no_grad():
-            ref = to_channels_last(case["ref"].encode(to_ncthw(x)).latent_dist.mean)
-        out = np.asarray(model.encode(x, normalize=False))
     else:
         x = rng.standard_normal((1, frames, HEIGHT // 8, WIDTH // 8,
-                                 case["cfg"].latent_channels)).astype(np.float32)
-        with torch.no_grad():
-            ref = to_channels_last(case["ref"].decode(to_ncthw(x)).sample)
-        out = model.decode(x, normalized=False, clamp=False)
-    stats = compare(f"hunyuan_video_vae_{direction}_{frames}_frames", out, ref, record_property)
-    assert stats["max_abs_diff"] <= stats["bound"], stats
-
-
-def _swap_prefixes(path: Path, out: Path, a: str, b: str) -> Path:
-    """A copy of the file with every tensor under prefix ``a`` exchanged with its twin under
-    ``b`` (same shapes), saved as the release is (bare dict, ``torch.save``)."""
-    tensors = torch.load(path, weights_only=True)
-    keys = [k for k in tensors if k.startswith(a)]
-    assert keys
-    for key in keys:
-        twin = b + key[len(a):]
-        tensors[key], tensors[twin] = tensors[twin], tensors[key]
-    torch.save(tensors, out)
-    return out
+                                 case.config.latent_channels)).astype(np.float32)
+    case.check_input(case.load(), direction, x,
+                     f"hunyuan_video_vae_{direction}_{frames}_frames", record_property)
 
 
 @pytest.mark.parametrize("direction", ["encode", "decode"])
 def test_vae_negative_control(case, direction, tmp_path, record_property):
-    bad = _swap_prefixes(case["path"], tmp_path / "pytorch_model.pt", *NEGATIVE[direction])
-    model = vidax.load("hunyuan_video", "vae", bad, config=case["cfg"])
-    out = _outputs(model, case, direction)
-    out, ref = (out[0], case["mean"]) if direction == "encode" else (out, case["decoded"])
-    stats = compare(f"hunyuan_video_vae_negative_{direction}", out, ref, record_property)
-    assert stats["max_abs_diff"] > stats["bound"], stats
+    case.check_negative(tmp_path, direction, swap_prefixes(*NEGATIVE[direction]),
+                        f"hunyuan_video_vae_negative_{direction}", record_property)
 
 
+@pytest.mark.slow
 def test_causal_mask_matters(case, monkeypatch, record_property):
     """The parity above depends on the frame-causal mask: the same weights with the encoder's
-    mid-block attention unmasked (every frame sees every frame) fail the bound. Traced
-    afresh (a new jitted function), so no program compiled with the mask is reused."""
+    mid-block attention unmasked (every frame sees every frame) fail the bound."""
     from vidax.models.hunyuan_video import vae
 
-    masked = vae.attention
-
-    def unmasked(q, k, v, *, mask):
-        return masked(q, k, v)
-
-    model = vidax.load("hunyuan_video", "vae", case["path"], config=case["cfg"])
-    monkeypatch.setattr(vae, "attention", unmasked)
-    graphdef, state = nnx.split(model)
-    moments = jax.jit(lambda s, x: nnx.merge(graphdef, s).moments(x))(
-        state, jnp.asarray(case["video"]))
-    mean = np.asarray(moments[..., :case["cfg"].latent_channels])
-    stats = compare("hunyuan_video_vae_negative_unmasked", mean, case["mean"], record_property)
-    assert stats["max_abs_diff"] > stats["bound"], stats
+    case.check_unmasked_attention_fails(vae, monkeypatch, "hunyuan_video_vae_negative_unmasked",
+                                        record_property)
 
 
+@pytest.mark.slow
 def test_framewise_matches_diffusers(case, record_property):
     """``framewise=True`` against diffusers' default ``use_framewise_encoding`` / ``_decoding``
     (temporal tiles, blended): 21 frames encode as tiles of 17 and 9 frames (6 latent frames),
     6 latent frames decode as tiles of 5 and 3. The one-pass outputs differ from
     the tiled ones by far more than the bound, so this checks the tiling itself."""
-    ref, cfg = case["ref"], case["cfg"]
+    import torch
+
+    ref, cfg = case.ref, case.config
     rng = np.random.default_rng(3)
     video = rng.uniform(-1, 1, (1, 21, HEIGHT, WIDTH, 3)).astype(np.float32)
     z = rng.standard_normal((1, 6, HEIGHT // 8, WIDTH // 8, cfg.latent_channels)
@@ -231,13 +174,10 @@ def test_framewise_matches_diffusers(case, record_property):
             ref_video = to_channels_last(ref.decode(to_ncthw(z)).sample)
     finally:
         ref.use_framewise_encoding = ref.use_framewise_decoding = False
-    model = vidax.load("hunyuan_video", "vae", case["path"], config=cfg)
+    model = case.load()
     mean = np.asarray(model.encode(video, normalize=False, framewise=True))
     decoded = model.decode(z, normalized=False, clamp=False, framewise=True)
-    for name, out, want in (("hunyuan_video_vae_framewise_mean", mean, ref_mean),
-                            ("hunyuan_video_vae_framewise_decode", decoded, ref_video)):
-        stats = compare(name, out, want, record_property)
-        assert stats["max_abs_diff"] <= stats["bound"], stats
+    assert_parity("hunyuan_video_vae_framewise_mean", mean, ref_mean, record_property)
+    assert_parity("hunyuan_video_vae_framewise_decode", decoded, ref_video, record_property)
     one_pass = model.decode(z, normalized=False, clamp=False)
-    stats = compare("hunyuan_video_vae_negative_one_pass", one_pass, ref_video, record_property)
-    assert stats["max_abs_diff"] > stats["bound"], stats
+    assert_fails("hunyuan_video_vae_negative_one_pass", one_pass, ref_video, record_property)

@@ -24,18 +24,13 @@ file, must fail it; so must an unmasked mid-block attention.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import torch
 from flax import nnx
-from safetensors.torch import load_file, save_file
 
-import vidax
-from tests.parity import compare, randomize
+from tests.parity import VAECase, randomize, swap_prefixes
 from vidax import manifests, registry
 from vidax.errors import VidaxError
 from vidax.loading import verify_manifest
@@ -120,6 +115,8 @@ def test_manifest_verifies():
 def test_conversion_table_names_the_release():
     """The oracle's file layout is the release's: diffusers' renames, at the released config,
     consume exactly the manifest's 218 names with its shapes."""
+    import torch
+
     cfg = HunyuanVideo15VAEConfig.base()
     with torch.device("meta"):
         state = _diffusers_vae(cfg).state_dict()
@@ -172,17 +169,12 @@ def test_config_reader():
 
 
 # ----------------------------------------------------------------------------- tiny parity
-def _ncthw(x: np.ndarray) -> torch.Tensor:
-    return torch.from_numpy(x).permute(0, 4, 1, 2, 3)
-
-
-def _channels_last(x: torch.Tensor) -> np.ndarray:
-    return x.permute(0, 2, 3, 4, 1).numpy()
-
-
 @pytest.fixture(scope="module")
-def case(tmp_path_factory):
+def case(tmp_path_factory) -> VAECase:
     """A random authors'-layout file, diffusers' tiny VAE loaded from it, inputs, outputs."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
     cfg = HunyuanVideo15VAEConfig.tiny()
     ref = _diffusers_vae(cfg).eval()
     # diffusers' HunyuanVideo15AttnBlock passes a [B, L, L] mask against [B, 1, L, L] scores,
@@ -198,103 +190,43 @@ def case(tmp_path_factory):
     path = tmp_path_factory.mktemp("hunyuan_video1_5_vae") / FILE
     save_file(authors, path)
     ref.load_state_dict({names[k]: v for k, v in load_file(path).items()}, strict=True)
-    rng = np.random.default_rng(1)
-    video = rng.uniform(-1, 1, (BATCH, FRAMES, HEIGHT, WIDTH, 3)).astype(np.float32)
-    z = rng.standard_normal((BATCH, LATENT_FRAMES, HEIGHT // 16, WIDTH // 16,
-                             cfg.latent_channels)).astype(np.float32)
-    with torch.no_grad():
-        posterior = ref.encode(_ncthw(video)).latent_dist
-        decoded = ref.decode(_ncthw(z)).sample
-    assert posterior.mean.shape[2] == LATENT_FRAMES and decoded.shape[2] == FRAMES
-    return {"ref": ref, "cfg": cfg, "path": path, "video": video, "z": z,
-            "mean": _channels_last(posterior.mean), "log_var": _channels_last(posterior.logvar),
-            "decoded": _channels_last(decoded)}
-
-
-def _outputs(model: HunyuanVideo15VAE, case, direction: str):
-    if direction == "encode":
-        mean, log_var = model.encode(case["video"], normalize=False, return_log_var=True)
-        return np.asarray(mean), np.asarray(log_var)
-    return model.decode(case["z"], normalized=False, clamp=False)
+    case = VAECase.posterior("hunyuan_video1_5", path, cfg, ref,
+                             video=(BATCH, FRAMES, HEIGHT, WIDTH, 3),
+                             latents=(BATCH, LATENT_FRAMES, HEIGHT // 16, WIDTH // 16,
+                                      cfg.latent_channels))
+    assert case["mean"].shape[1] == LATENT_FRAMES and case["decoded"].shape[1] == FRAMES
+    return case
 
 
 def test_vae_matches_diffusers(case, record_property):
-    model = vidax.load("hunyuan_video1_5", "vae", case["path"], config=case["cfg"])
+    model = case.load()
     assert isinstance(model, HunyuanVideo15VAE)
-    mean, log_var = _outputs(model, case, "encode")
-    decoded = _outputs(model, case, "decode")
-    for name, out, ref in (("hunyuan_video1_5_vae_mean", mean, case["mean"]),
-                           ("hunyuan_video1_5_vae_log_var", log_var, case["log_var"]),
-                           ("hunyuan_video1_5_vae_decode", decoded, case["decoded"])):
-        stats = compare(name, out, ref, record_property)
-        assert stats["max_abs_diff"] <= stats["bound"], stats
-    # The scaled API: the pipeline's ``* scaling_factor`` / ``/ scaling_factor``.
-    cfg = case["cfg"]
-    np.testing.assert_allclose(np.asarray(model.encode(case["video"])),
-                               mean * cfg.scaling_factor, rtol=1e-6)
-    scaled = model.decode(case["z"] * cfg.scaling_factor)
-    np.testing.assert_allclose(scaled, np.clip(decoded, -1, 1), atol=1e-5)
-
-
-def _swap_prefixes(path: Path, out: Path, a: str, b: str) -> Path:
-    """A copy of the file with every tensor under prefix ``a`` exchanged with its twin under
-    ``b`` (same shapes), saved as the release is."""
-    tensors = load_file(path)
-    keys = [k for k in tensors if k.startswith(a)]
-    assert keys
-    for key in keys:
-        twin = b + key[len(a):]
-        tensors[key], tensors[twin] = tensors[twin], tensors[key]
-    save_file(tensors, out)
-    return out
+    case.check_posterior(model, "hunyuan_video1_5_vae", record_property)
 
 
 @pytest.mark.parametrize("direction", ["encode", "decode"])
 def test_vae_negative_control(case, direction, tmp_path, record_property):
-    bad = _swap_prefixes(case["path"], tmp_path / FILE, *NEGATIVE[direction])
-    model = vidax.load("hunyuan_video1_5", "vae", bad, config=case["cfg"])
-    out = _outputs(model, case, direction)
-    out, ref = (out[0], case["mean"]) if direction == "encode" else (out, case["decoded"])
-    stats = compare(f"hunyuan_video1_5_vae_negative_{direction}", out, ref, record_property)
-    assert stats["max_abs_diff"] > stats["bound"], stats
+    case.check_negative(tmp_path, direction, swap_prefixes(*NEGATIVE[direction]),
+                        f"hunyuan_video1_5_vae_negative_{direction}", record_property)
 
 
+@pytest.mark.slow
 def test_causal_mask_matters(case, monkeypatch, record_property):
     """The parity above depends on the frame-causal mask: the same weights with the
-    mid-block attention unmasked fail the bound. Traced afresh (a new jitted function), so
-    no program compiled with the mask is reused."""
+    mid-block attention unmasked fail the bound."""
     from vidax.models.hunyuan_video1_5 import vae
 
-    masked = vae.attention
-
-    def unmasked(q, k, v, *, mask):
-        return masked(q, k, v)
-
-    model = vidax.load("hunyuan_video1_5", "vae", case["path"], config=case["cfg"])
-    monkeypatch.setattr(vae, "attention", unmasked)
-    graphdef, state = nnx.split(model)
-    moments = jax.jit(lambda s, x: nnx.merge(graphdef, s).moments(x))(
-        state, jnp.asarray(case["video"]))
-    mean = np.asarray(moments[..., :case["cfg"].latent_channels])
-    stats = compare("hunyuan_video1_5_vae_negative_unmasked", mean, case["mean"],
-                    record_property)
-    assert stats["max_abs_diff"] > stats["bound"], stats
+    case.check_unmasked_attention_fails(vae, monkeypatch,
+                                        "hunyuan_video1_5_vae_negative_unmasked",
+                                        record_property)
 
 
-
+@pytest.mark.slow
 @pytest.mark.parametrize("direction", ["encode", "decode"])
 def test_vae_single_frame(case, direction, record_property):
     """One frame (an image, as the i2v condition latent is encoded) and one latent frame:
     the temporal resamplers see only their separately handled first frame."""
-    model = vidax.load("hunyuan_video1_5", "vae", case["path"], config=case["cfg"])
     x = (case["video"] if direction == "encode" else case["z"])[:1, :1]
-    with torch.no_grad():
-        if direction == "encode":
-            ref = _channels_last(case["ref"].encode(_ncthw(x)).latent_dist.mean)
-            out = np.asarray(model.encode(x, normalize=False))
-        else:
-            ref = _channels_last(case["ref"].decode(_ncthw(x)).sample)
-            out = model.decode(x, normalized=False, clamp=False)
+    out = case.check_input(case.load(), direction, x,
+                           f"hunyuan_video1_5_vae_{direction}_1_frame", record_property)
     assert out.shape[1] == 1
-    stats = compare(f"hunyuan_video1_5_vae_{direction}_1_frame", out, ref, record_property)
-    assert stats["max_abs_diff"] <= stats["bound"], stats

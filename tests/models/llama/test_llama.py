@@ -33,21 +33,18 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import json  # noqa: E402
-from pathlib import Path  # noqa: E402
-from types import SimpleNamespace  # noqa: E402
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import safetensors.numpy  # noqa: E402
-import torch  # noqa: E402
 
 import vidax  # noqa: E402
-from tests.parity import compare, randomize  # noqa: E402
+from tests.parity import AbstractModel, DecoderLMCase  # noqa: E402
 from vidax.errors import VerificationError, VidaxError  # noqa: E402
 from vidax.loading import load_with_report, verify_manifest  # noqa: E402
 from vidax.manifests import all_manifests, get_manifest  # noqa: E402
-from vidax.models.llama.model import LlamaConfig  # noqa: E402
+from vidax.models.llama.model import LlamaConfig, LlamaModel  # noqa: E402
 
 jax.config.update("jax_default_matmul_precision", "highest")
 
@@ -59,8 +56,13 @@ VISION = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=1, num_att
 LAYOUTS = ("mllm", "text_encoder", "llama_model")
 
 
+def _pad(mask) -> None:
+    mask[1, 15:] = 0          # right padding (HunyuanVideo's tokenizer call)
+    mask[2, :5] = 0           # a left-padded row: queries with no key to attend to
+
+
 @pytest.fixture(scope="module")
-def case(tmp_path_factory):
+def case(tmp_path_factory) -> DecoderLMCase:
     """The saved reference in every layout, the inputs, and transformers' outputs."""
     from transformers import (
         LlamaConfig as HFLlamaConfig,
@@ -71,42 +73,24 @@ def case(tmp_path_factory):
         LlavaForConditionalGeneration,
     )
 
-    root = tmp_path_factory.mktemp("llava_llama")
-    torch.manual_seed(0)
-    llava = LlavaForConditionalGeneration(LlavaConfig(
-        text_config=HFLlamaConfig(**TEXT), vision_config=VISION, image_token_index=250)).eval()
-    randomize(llava.named_parameters(), seed=1)
-    llava.save_pretrained(root / "mllm", max_shard_size="50KB")     # sharded, as released
-    causal = LlamaForCausalLM(HFLlamaConfig(**TEXT)).eval()
-    causal.model.load_state_dict(llava.model.language_model.state_dict())
-    causal.lm_head.load_state_dict(llava.lm_head.state_dict())
-    causal.save_pretrained(root / "text_encoder")
-    llava.model.language_model.save_pretrained(root / "llama_model")
+    def save(llava, root):
+        llava.save_pretrained(root / "mllm", max_shard_size="50KB")     # sharded, as released
+        causal = LlamaForCausalLM(HFLlamaConfig(**TEXT)).eval()
+        causal.model.load_state_dict(llava.model.language_model.state_dict())
+        causal.lm_head.load_state_dict(llava.lm_head.state_dict())
+        causal.save_pretrained(root / "text_encoder")
+        llava.model.language_model.save_pretrained(root / "llama_model")
+        return causal.model
 
-    gen = torch.Generator().manual_seed(2)
-    ids = torch.randint(0, TEXT["vocab_size"], (BATCH, SEQ_LEN), generator=gen)
-    mask = torch.ones(BATCH, SEQ_LEN, dtype=torch.long)
-    mask[1, 15:] = 0          # right padding (HunyuanVideo's tokenizer call)
-    mask[2, :5] = 0           # a left-padded row: queries with no key to attend to
-    with torch.no_grad():
-        ref = {"ids": causal.model(input_ids=ids, output_hidden_states=True).hidden_states,
-               "masked": causal.model(input_ids=ids, attention_mask=mask,
-                                      output_hidden_states=True).hidden_states}
-    ref = {k: [h.numpy() for h in v] for k, v in ref.items()}
-    config = LlamaConfig.from_dict(json.loads((root / "mllm" / "config.json").read_text()))
-    return SimpleNamespace(root=root, ids=ids.numpy(), mask=mask.numpy(), ref=ref,
-                           config=config)
-
-
-def _load(path: Path, config: LlamaConfig):
-    return vidax.load("llama", "text_encoder", path, config=config)
-
-
-def _check_all(name: str, ours, ref, record_property) -> None:
-    assert len(ours) == len(ref) == TEXT["num_hidden_layers"] + 1
-    for i, (o, r) in enumerate(zip(ours, ref)):
-        stats = compare(f"{name}[{i}]", np.asarray(o), r, record_property)
-        assert stats["max_abs_diff"] <= stats["bound"], stats
+    return DecoderLMCase.build(
+        tmp_path_factory.mktemp("llava_llama"), "llama", LlamaConfig,
+        lambda: LlavaForConditionalGeneration(LlavaConfig(
+            text_config=HFLlamaConfig(**TEXT), vision_config=VISION, image_token_index=250)),
+        save, num_layers=TEXT["num_hidden_layers"], vocab_size=TEXT["vocab_size"],
+        batch=BATCH, seq_len=SEQ_LEN, padding=_pad, config_layout="mllm",
+        calls=lambda text, ids, mask: {
+            "ids": text(input_ids=ids, output_hidden_states=True),
+            "masked": text(input_ids=ids, attention_mask=mask, output_hidden_states=True)})
 
 
 # ----------------------------------------------------------------------------- layouts
@@ -142,47 +126,42 @@ def test_layout_loads_and_ignores_the_rest(case, layout):
 
 
 # ----------------------------------------------------------------------------- parity
-@pytest.mark.parametrize("layout", LAYOUTS)
+# The LLaVA release layout in the fast lane; the two other layouts in CI (``-m slow``).
+@pytest.mark.parametrize("layout", [layout if layout == "mllm" else
+                                    pytest.param(layout, marks=pytest.mark.slow)
+                                    for layout in LAYOUTS])
 def test_hidden_states_match_transformers(case, layout, record_property):
-    _check_all(f"llama_{layout}", _load(case.root / layout, case.config)(case.ids),
-               case.ref["ids"], record_property)
+    case.check_all(f"llama_{layout}", case.load(layout)(case.ids), "ids", record_property)
 
 
 def test_padding_mask_matches_transformers(case, record_property):
     """HunyuanVideo's call (the tokenizer's mask); every position, padded queries included."""
-    model = _load(case.root / "text_encoder", case.config)
-    _check_all("llama_masked", model(case.ids, case.mask), case.ref["masked"], record_property)
+    model = case.load("text_encoder")
+    case.check_all("llama_masked", model(case.ids, case.mask), "masked", record_property)
 
 
 @pytest.mark.parametrize("pair", [("self_attn.k_proj", "self_attn.v_proj"),
                                   ("mlp.gate_proj", "mlp.up_proj")])
 def test_negative_control_swapped_tensors(case, pair, tmp_path, record_property):
-    tensors = safetensors.numpy.load_file(case.root / "text_encoder" / "model.safetensors")
-    a, b = (f"model.layers.1.{name}.weight" for name in pair)
-    tensors[a], tensors[b] = tensors[b], tensors[a]
-    bad = tmp_path / "model.safetensors"
-    safetensors.numpy.save_file(tensors, bad)
-    last = _load(bad, case.config)(case.ids)[-1]
-    stats = compare(f"llama_negative_{pair[0]}", last, case.ref["ids"][-1], record_property)
-    assert stats["max_abs_diff"] > stats["bound"], stats
+    case.check_negative(tmp_path, "text_encoder",
+                        [tuple(f"model.layers.1.{name}.weight" for name in pair)],
+                        f"llama_negative_{pair[0]}", record_property)
 
 
 def test_swapped_q_k_is_refused(case, tmp_path):
-    tensors = safetensors.numpy.load_file(case.root / "llama_model" / "model.safetensors")
-    q, k = (f"layers.0.self_attn.{n}_proj.weight" for n in "qk")
-    tensors[q], tensors[k] = tensors[k], tensors[q]
-    bad = tmp_path / "model.safetensors"
-    safetensors.numpy.save_file(tensors, bad)
+    bad = case.swapped_file(tmp_path, "llama_model",
+                            tuple(f"layers.0.self_attn.{n}_proj.weight" for n in "qk"))
     with pytest.raises(VerificationError, match="q_proj"):
-        _load(bad, case.config)
+        case.load(bad)
 
 
-def test_bad_inputs(case):
-    model = _load(case.root / "llama_model", case.config)
+def test_bad_inputs():
+    model = AbstractModel(lambda: LlamaModel(LlamaConfig.tiny()))
+    ids, mask = np.zeros((BATCH, SEQ_LEN), np.int32), np.ones((BATCH, SEQ_LEN), np.int32)
     with pytest.raises(VidaxError, match="input_ids"):
-        model(case.ids[0])
+        model(ids[0])
     with pytest.raises(VidaxError, match="attention_mask"):
-        model(case.ids, case.mask[:, :5])
+        model(ids, mask[:, :5])
 
 
 # ----------------------------------------------------------------------------- structure

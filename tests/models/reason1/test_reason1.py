@@ -41,7 +41,6 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import json  # noqa: E402
-from pathlib import Path  # noqa: E402
 from types import SimpleNamespace  # noqa: E402
 
 import jax  # noqa: E402
@@ -49,14 +48,14 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import safetensors.numpy  # noqa: E402
-import torch  # noqa: E402
 
 import vidax  # noqa: E402
-from tests.parity import compare, randomize  # noqa: E402
+from tests.parity import AbstractModel, DecoderLMCase, assert_fails, assert_parity  # noqa: E402
 from vidax.errors import VerificationError, VidaxError  # noqa: E402
 from vidax.loading import load_with_report, verify_manifest  # noqa: E402
 from vidax.manifests import all_manifests, get_manifest  # noqa: E402
-from vidax.models.reason1.model import Reason1Config, full_concat  # noqa: E402
+from vidax.models.reason1.model import (Reason1Config, Reason1TextModel,  # noqa: E402
+                                        full_concat)
 
 jax.config.update("jax_default_matmul_precision", "highest")
 
@@ -69,51 +68,46 @@ VISION = dict(depth=1, hidden_size=32, intermediate_size=48, num_heads=2, out_hi
 LAYOUTS = ("legacy", "language_model", "text_model")
 
 
-@pytest.fixture(scope="module")
-def case(tmp_path_factory):
-    """The saved reference in every layout, the inputs, and transformers' outputs."""
-    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
-
-    root = tmp_path_factory.mktemp("qwen2_5_vl")
-    torch.manual_seed(0)
-    model = Qwen2_5_VLForConditionalGeneration(
-        Qwen2_5_VLConfig(text_config=TEXT, vision_config=VISION)).eval()
-    randomize(model.named_parameters(), seed=1)
-    # sharded like the releases (5 shards + index there)
-    model.save_pretrained(root / "legacy", max_shard_size="50KB")
-    model.save_pretrained(root / "language_model", save_original_format=False)
-    model.model.language_model.save_pretrained(root / "text_model")
-
-    gen = torch.Generator().manual_seed(2)
-    ids = torch.randint(0, TEXT["vocab_size"], (BATCH, SEQ_LEN), generator=gen)
-    mask = torch.ones(BATCH, SEQ_LEN, dtype=torch.long)
+def _pad(mask) -> None:
     mask[1, 15:] = 0          # right padding (HunyuanVideo-1.5's tokenizer call)
     mask[2, :5] = 0           # a left-padded row
-    positions = torch.stack([torch.arange(SEQ_LEN) // 6, torch.arange(SEQ_LEN) % 6 + 3,
-                             torch.arange(SEQ_LEN) % 4 * 2])[:, None].expand(3, BATCH, SEQ_LEN)
-    text_model = model.model.language_model
-    with torch.no_grad():
-        ref = {
-            "cosmos": model(input_ids=ids, output_hidden_states=True).hidden_states,
-            "hunyuan": text_model(input_ids=ids, attention_mask=mask,
-                                  output_hidden_states=True).hidden_states,
-            "mrope": text_model(input_ids=ids, position_ids=positions,
-                                output_hidden_states=True).hidden_states,
-        }
-    ref = {k: [h.numpy() for h in v] for k, v in ref.items()}
-    config = Reason1Config.from_dict(json.loads((root / "legacy" / "config.json").read_text()))
-    return SimpleNamespace(root=root, model=model, ids=ids, mask=mask, positions=positions,
-                           ref=ref, config=config)
 
 
-def _load(path: Path, config: Reason1Config):
-    return vidax.load("reason1", "text_encoder", path, config=config)
+# explicit mRoPE positions [3, B, L], t, h and w all different
+POSITIONS = np.ascontiguousarray(np.broadcast_to(
+    np.stack([np.arange(SEQ_LEN) // 6, np.arange(SEQ_LEN) % 6 + 3, np.arange(SEQ_LEN) % 4 * 2]
+             )[:, None], (3, BATCH, SEQ_LEN)))
 
 
-def _check_all(name: str, ours, ref, record_property) -> list[dict]:
-    assert len(ours) == len(ref) == TEXT["num_hidden_layers"] + 1
-    return [compare(f"{name}[{i}]", np.asarray(o), r, record_property)
-            for i, (o, r) in enumerate(zip(ours, ref))]
+@pytest.fixture(scope="module")
+def case(tmp_path_factory) -> DecoderLMCase:
+    """The saved reference in every layout, the inputs, and transformers' outputs: ``ids``
+    (Cosmos-Predict2.5's call: the whole model, no mask), ``masked`` (HunyuanVideo-1.5's: the
+    text model with the padding mask) and ``mrope`` (explicit positions)."""
+    import torch
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+
+    def save(model, root):
+        # sharded like the releases (5 shards + index there)
+        model.save_pretrained(root / "legacy", max_shard_size="50KB")
+        model.save_pretrained(root / "language_model", save_original_format=False)
+        model.model.language_model.save_pretrained(root / "text_model")
+        return model
+
+    def calls(model, ids, mask):
+        text_model = model.model.language_model
+        return {"ids": model(input_ids=ids, output_hidden_states=True),
+                "masked": text_model(input_ids=ids, attention_mask=mask,
+                                     output_hidden_states=True),
+                "mrope": text_model(input_ids=ids, position_ids=torch.from_numpy(POSITIONS),
+                                    output_hidden_states=True)}
+
+    return DecoderLMCase.build(
+        tmp_path_factory.mktemp("qwen2_5_vl"), "reason1", Reason1Config,
+        lambda: Qwen2_5_VLForConditionalGeneration(
+            Qwen2_5_VLConfig(text_config=TEXT, vision_config=VISION)),
+        save, num_layers=TEXT["num_hidden_layers"], vocab_size=TEXT["vocab_size"],
+        batch=BATCH, seq_len=SEQ_LEN, padding=_pad, calls=calls, config_layout="legacy")
 
 
 # ----------------------------------------------------------------------------- layouts
@@ -146,33 +140,32 @@ def test_layout_loads_and_ignores_vision(case, layout):
 
 
 # ----------------------------------------------------------------------------- parity
-@pytest.mark.parametrize("layout", LAYOUTS)
+# The release (legacy) layout in the fast lane; the other two in CI (``-m slow``).
+@pytest.mark.parametrize("layout", [layout if layout == "legacy" else
+                                    pytest.param(layout, marks=pytest.mark.slow)
+                                    for layout in LAYOUTS])
 def test_hidden_states_match_transformers(case, layout, record_property):
     """Cosmos-Predict2.5's call (ids only, no mask), from each layout."""
-    ours = _load(case.root / layout, case.config)(case.ids.numpy())
-    for stats in _check_all(f"reason1_{layout}", ours, case.ref["cosmos"], record_property):
-        assert stats["max_abs_diff"] <= stats["bound"], stats
+    case.check_all(f"reason1_{layout}", case.load(layout)(case.ids), "ids", record_property)
 
 
 def test_padding_mask_matches_transformers(case, record_property):
     """HunyuanVideo-1.5's call: the padding mask (right- and left-padded rows); every
     position, padded queries included."""
-    model = _load(case.root / "legacy", case.config)
-    ours = model(case.ids.numpy(), case.mask.numpy())
-    for stats in _check_all("reason1_masked", ours, case.ref["hunyuan"], record_property):
-        assert stats["max_abs_diff"] <= stats["bound"], stats
+    model = case.load("legacy")
+    case.check_all("reason1_masked", model(case.ids, case.mask), "masked", record_property)
 
 
 def test_mrope_positions_match_transformers(case, record_property):
-    model = _load(case.root / "legacy", case.config)
-    ours = model(case.ids.numpy(), position_ids=case.positions.numpy())
-    for stats in _check_all("reason1_mrope", ours, case.ref["mrope"], record_property):
-        assert stats["max_abs_diff"] <= stats["bound"], stats
+    model = case.load("legacy")
+    case.check_all("reason1_mrope", model(case.ids, position_ids=POSITIONS), "mrope",
+                   record_property)
 
 
 def _diffusers_embedding(case) -> np.ndarray:
     """diffusers' ``Cosmos2_5_PredictBasePipeline._get_prompt_embeds`` on the transformers
     model, with a stand-in tokenizer whose chat template returns our token rows."""
+    import torch
     from diffusers.pipelines.cosmos.pipeline_cosmos2_5_predict import (
         Cosmos2_5_PredictBasePipeline,
     )
@@ -190,47 +183,38 @@ def _diffusers_embedding(case) -> np.ndarray:
 def test_full_concat_matches_diffusers(case, record_property):
     expected = _diffusers_embedding(case)
     assert expected.shape == (BATCH, SEQ_LEN, TEXT["num_hidden_layers"] * TEXT["hidden_size"])
-    hidden = _load(case.root / "legacy", case.config)(case.ids.numpy())
-    stats = compare("reason1_full_concat", full_concat(hidden), expected, record_property)
-    assert stats["max_abs_diff"] <= stats["bound"], stats
+    hidden = case.load("legacy")(case.ids)
+    assert_parity("reason1_full_concat", full_concat(hidden), expected, record_property)
     # negative control: the biased std (ddof=0) must not pass
     biased = jnp.concatenate([(h - h.mean(-1, keepdims=True)) / (h.std(-1, keepdims=True) + 1e-8)
                               for h in hidden[1:]], -1)
-    stats = compare("reason1_full_concat_negative", biased, expected, record_property)
-    assert stats["max_abs_diff"] > stats["bound"], stats
+    assert_fails("reason1_full_concat_negative", biased, expected, record_property)
 
 
 @pytest.mark.parametrize("pair", [("self_attn.k_proj", "self_attn.v_proj"),
                                   ("mlp.gate_proj", "mlp.up_proj")])
 def test_negative_control_swapped_tensors(case, pair, tmp_path, record_property):
-    tensors = safetensors.numpy.load_file(case.root / "language_model" / "model.safetensors")
-    for leaf in ("weight", "bias"):
-        a, b = (f"model.language_model.layers.1.{name}.{leaf}" for name in pair)
-        if a in tensors:
-            tensors[a], tensors[b] = tensors[b], tensors[a]
-    bad = tmp_path / "model.safetensors"
-    safetensors.numpy.save_file(tensors, bad)
-    last = _load(bad, case.config)(case.ids.numpy())[-1]
-    stats = compare(f"reason1_negative_{pair[0]}", last, case.ref["cosmos"][-1], record_property)
-    assert stats["max_abs_diff"] > stats["bound"], stats
+    """The weights, and the biases where the layer has them (q/k/v do, the MLP does not)."""
+    case.check_negative(tmp_path, "language_model",
+                        [tuple(f"model.language_model.layers.1.{name}.{leaf}" for name in pair)
+                         for leaf in ("weight", "bias")],
+                        f"reason1_negative_{pair[0]}", record_property)
 
 
 def test_swapped_q_k_is_refused(case, tmp_path):
     """Under grouped-query attention q_proj [hidden, hidden] and k_proj [kv, hidden] differ in
     shape: a file with them swapped fails verification before any weight is read."""
-    tensors = safetensors.numpy.load_file(case.root / "text_model" / "model.safetensors")
-    q, k = (f"layers.0.self_attn.{n}_proj.weight" for n in "qk")
-    tensors[q], tensors[k] = tensors[k], tensors[q]
-    bad = tmp_path / "model.safetensors"
-    safetensors.numpy.save_file(tensors, bad)
+    bad = case.swapped_file(tmp_path, "text_model",
+                            tuple(f"layers.0.self_attn.{n}_proj.weight" for n in "qk"))
     with pytest.raises(VerificationError, match="q_proj"):
-        _load(bad, case.config)
+        case.load(bad)
 
 
-def test_bad_position_ids(case):
-    model = _load(case.root / "text_model", case.config)
+def test_bad_position_ids():
+    model = AbstractModel(lambda: Reason1TextModel(Reason1Config.tiny()))
     with pytest.raises(VidaxError, match="position_ids"):
-        model(case.ids.numpy(), position_ids=np.zeros((2, BATCH, SEQ_LEN), np.int32))
+        model(np.zeros((BATCH, SEQ_LEN), np.int32),
+              position_ids=np.zeros((2, BATCH, SEQ_LEN), np.int32))
 
 
 # ----------------------------------------------------------------------------- structure

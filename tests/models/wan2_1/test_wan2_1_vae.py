@@ -15,17 +15,15 @@ or one reordered in the saved file) must fail that bound.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 
 import jax
 import numpy as np
 import pytest
-import torch
 from flax import nnx
 
-import vidax
-from tests.parity import compare, randomize, to_channels_last, to_ncthw
+from tests.parity import (VAECase, assert_fails, assert_parity, count_chunk_traces,
+                          draw_inputs, randomize, swap)
 from tests.reference import wan22
 from vidax.errors import VidaxError
 from vidax.loading import verify_manifest
@@ -45,7 +43,7 @@ LATENT_FRAMES = (1, 3, 4)
 
 # ----------------------------------------------------------------------------- the oracle
 
-def _authors_vae(cfg: WanVAEConfig) -> torch.nn.Module:
+def _authors_vae(cfg: WanVAEConfig):
     return wan22.vae2_1_module().WanVAE_(
         dim=cfg.dim, z_dim=cfg.z_dim, dim_mult=list(cfg.dim_mult),
         num_res_blocks=cfg.num_res_blocks, attn_scales=[],
@@ -53,60 +51,30 @@ def _authors_vae(cfg: WanVAEConfig) -> torch.nn.Module:
 
 
 @pytest.fixture(scope="module")
-def case(tmp_path_factory):
-    """The tiny authors' VAE saved as Wan2.1_VAE.pth, inputs, and its outputs (channels-last):
-    normalised mu (``WanVAE_.encode`` with the wrapper's scale), the raw moments (the output
-    of its ``conv1``, caught with a hook), and the unclamped decode of normalised latents."""
+def case(tmp_path_factory) -> VAECase:
+    """The tiny authors' VAE saved as Wan2.1_VAE.pth, inputs (``videos``, ``latents`` by frame
+    count), and its outputs (``encoded``, ``moments``, ``decoded``: see
+    :func:`tests.reference.wan22.vae_outputs`)."""
+    import torch
+
     cfg = WanVAEConfig.tiny()
     ref = _authors_vae(cfg)
     randomize(ref.named_parameters(), seed=0)
     path = tmp_path_factory.mktemp("wan2_1_vae") / "Wan2.1_VAE.pth"
     torch.save(ref.state_dict(), path)
-
-    rng = np.random.default_rng(1)
-    scale = [torch.tensor(cfg.latents_mean), 1.0 / torch.tensor(cfg.latents_std)]
-    videos = {t: rng.uniform(-1, 1, (BATCH, t, HEIGHT, WIDTH, 3)).astype(np.float32)
-              for t in VIDEO_FRAMES}
-    latents = {t: rng.standard_normal((BATCH, t, HEIGHT // 8, WIDTH // 8, cfg.z_dim)
-                                      ).astype(np.float32) for t in LATENT_FRAMES}
-    encoded, moments, decoded = {}, {}, {}
-    captured = []
-    hook = ref.conv1.register_forward_hook(lambda mod, args, out: captured.append(out))
-    with torch.no_grad():
-        for t, video in videos.items():
-            captured.clear()
-            encoded[t] = to_channels_last(ref.encode(to_ncthw(video), scale))
-            mu, log_var = captured[0].chunk(2, dim=1)
-            moments[t] = (to_channels_last(mu), to_channels_last(log_var))
-        hook.remove()
-        for t, z in latents.items():
-            decoded[t] = to_channels_last(ref.decode(to_ncthw(z), scale))
-    return {"cfg": cfg, "path": path, "videos": videos, "latents": latents,
-            "encoded": encoded, "moments": moments, "decoded": decoded}
-
-
-@contextlib.contextmanager
-def _count_traces(log: list):
-    """Record each trace of the per-chunk functions: (direction, input shape, first chunk?).
-    The jitted functions call ``encode_chunk`` / ``decode_chunk`` only while tracing."""
-    with pytest.MonkeyPatch.context() as mp:
-        for name in ("encode_chunk", "decode_chunk"):
-            original = getattr(WanVAE, name)
-
-            def traced(self, x, cache, _original=original, _name=name):
-                log.append((_name, tuple(x.shape), cache is None))
-                return _original(self, x, cache)
-
-            mp.setattr(WanVAE, name, traced)
-        yield
+    videos, latents = draw_inputs(
+        1, {t: (BATCH, t, HEIGHT, WIDTH, 3) for t in VIDEO_FRAMES},
+        {t: (BATCH, t, HEIGHT // 8, WIDTH // 8, cfg.z_dim) for t in LATENT_FRAMES})
+    return VAECase("wan2_1", path, cfg, {"videos": videos, "latents": latents},
+                   wan22.vae_outputs(ref, cfg, videos, latents), ref)
 
 
 @pytest.fixture(scope="module")
 def vidax_run(case):
     """vidax's outputs on the oracle's file and inputs, with the traces they compiled."""
-    model = vidax.load("wan2_1", "vae", case["path"], config=case["cfg"])
+    model = case.load()
     traces: list = []
-    with _count_traces(traces):
+    with count_chunk_traces(WanVAE, traces):
         encoded = {t: np.asarray(model.encode(v)) for t, v in case["videos"].items()}
         decoded = {t: model.decode(z, clamp=False) for t, z in case["latents"].items()}
     return {"model": model, "encoded": encoded, "decoded": decoded, "traces": traces}
@@ -116,18 +84,16 @@ def vidax_run(case):
 @pytest.mark.parametrize("frames", VIDEO_FRAMES)
 def test_encode_matches_authors(case, vidax_run, frames, record_property):
     out = vidax_run["encoded"][frames]
-    assert out.shape == (BATCH, (frames - 1) // 4 + 1, HEIGHT // 8, WIDTH // 8, case["cfg"].z_dim)
-    stats = compare(f"encode_{frames}", out, case["encoded"][frames], record_property)
-    assert stats["max_abs_diff"] <= stats["bound"], stats
+    assert out.shape == (BATCH, (frames - 1) // 4 + 1, HEIGHT // 8, WIDTH // 8, case.config.z_dim)
+    assert_parity(f"encode_{frames}", out, case["encoded"][frames], record_property)
 
 
 def test_encode_raw_moments_match_authors(case, vidax_run, record_property):
     mu, log_var = vidax_run["model"].encode(case["videos"][9], normalize=False,
                                             return_log_var=True)
     ref_mu, ref_log_var = case["moments"][9]
-    for name, out, ref in (("raw_mu", mu, ref_mu), ("log_var", log_var, ref_log_var)):
-        stats = compare(name, np.asarray(out), ref, record_property)
-        assert stats["max_abs_diff"] <= stats["bound"], stats
+    assert_parity("raw_mu", np.asarray(mu), ref_mu, record_property)
+    assert_parity("log_var", np.asarray(log_var), ref_log_var, record_property)
 
 
 @pytest.mark.parametrize("frames", LATENT_FRAMES)
@@ -135,8 +101,7 @@ def test_decode_matches_authors(case, vidax_run, frames, record_property):
     out = vidax_run["decoded"][frames]
     assert isinstance(out, np.ndarray)
     assert out.shape == (BATCH, 4 * (frames - 1) + 1, HEIGHT, WIDTH, 3)
-    stats = compare(f"decode_{frames}", out, case["decoded"][frames], record_property)
-    assert stats["max_abs_diff"] <= stats["bound"], stats
+    assert_parity(f"decode_{frames}", out, case["decoded"][frames], record_property)
 
 
 def test_decode_clamps_like_the_wrapper(case, vidax_run):
@@ -161,6 +126,8 @@ def test_one_compiled_program_per_chunk_shape(vidax_run):
 # ----------------------------------------------------------------------------- negative controls
 def _reorder_time_conv_halves(sd):
     """The upsampling time_conv's two output halves (frame 2t, frame 2t+1) exchanged."""
+    import torch
+
     for leaf in ("weight", "bias"):
         key = f"decoder.upsamples.3.time_conv.{leaf}"
         sd[key] = torch.roll(sd[key], sd[key].shape[0] // 2, dims=0)
@@ -169,15 +136,14 @@ def _reorder_time_conv_halves(sd):
 def _flip_downsample_time_kernel(sd):
     """The encoder's temporal downsampling kernel reversed in time (previous chunk's frame
     and the current ones exchanged)."""
+    import torch
+
     key = "encoder.downsamples.5.time_conv.weight"
     sd[key] = torch.flip(sd[key], dims=(2,))
 
 
 def _swap(a: str, b: str):
-    def edit(sd):
-        for leaf in ("weight", "bias"):
-            sd[f"{a}.{leaf}"], sd[f"{b}.{leaf}"] = sd[f"{b}.{leaf}"], sd[f"{a}.{leaf}"]
-    return edit
+    return swap(*((f"{a}.{leaf}", f"{b}.{leaf}") for leaf in ("weight", "bias")))
 
 
 NEGATIVE = {
@@ -193,17 +159,12 @@ NEGATIVE = {
 @pytest.mark.parametrize("name", sorted(NEGATIVE))
 def test_negative_control(case, tmp_path, name, record_property):
     direction, edit = NEGATIVE[name]
-    sd = dict(torch.load(case["path"], weights_only=True))
-    edit(sd)
-    bad = tmp_path / "Wan2.1_VAE.pth"
-    torch.save(sd, bad)
-    model = vidax.load("wan2_1", "vae", bad, config=case["cfg"])
+    model = case.load_edited(tmp_path, edit)
     if direction == "encode":
         out, ref = np.asarray(model.encode(case["videos"][9])), case["encoded"][9]
     else:
         out, ref = model.decode(case["latents"][3], clamp=False), case["decoded"][3]
-    stats = compare(f"negative_{name}", out, ref, record_property)
-    assert stats["max_abs_diff"] > stats["bound"], stats
+    assert_fails(f"negative_{name}", out, ref, record_property)
 
 
 def test_negative_control_cache_not_carried(case, vidax_run, record_property):
@@ -223,10 +184,9 @@ def test_negative_control_cache_not_carried(case, vidax_run, record_property):
         out, cache = vae._decode_chunk(graphdef, state, z[:, i:i + 1], cache)
         cache = jax.tree.map(np.zeros_like, cache)
         frames.append(np.asarray(out))
-    for name, out, ref in (("encode", encoded, case["encoded"][9]),
-                           ("decode", np.concatenate(frames, axis=1), case["decoded"][3])):
-        stats = compare(f"negative_cache_reset_{name}", out, ref, record_property)
-        assert stats["max_abs_diff"] > stats["bound"], stats
+    assert_fails("negative_cache_reset_encode", encoded, case["encoded"][9], record_property)
+    assert_fails("negative_cache_reset_decode", np.concatenate(frames, axis=1),
+                 case["decoded"][3], record_property)
 
 
 # ----------------------------------------------------------------------------- causal conv
@@ -246,8 +206,8 @@ def test_causal_conv_chunks_equal_whole_video(pad_mode):
 
 
 # ----------------------------------------------------------------------------- input checks
-def test_bad_shapes_raise(vidax_run):
-    model = vidax_run["model"]
+def test_bad_shapes_raise():
+    model = nnx.eval_shape(lambda: WanVAE(WanVAEConfig.tiny()))
     for shape in ((1, 8, 16, 16, 3), (1, 9, 12, 16, 3), (1, 9, 16, 20, 3), (1, 9, 16, 16, 4),
                   (9, 16, 16, 3)):
         with pytest.raises(VidaxError, match="Wan2.1 VAE encode"):
