@@ -214,17 +214,15 @@ def test_latents_match_diffusers(case, vidax_pipe, guidance, record_property):
 
 
 def test_negative_control_wan_guidance(case, vidax_pipe, record_property, monkeypatch):
-    """``uncond + g (cond - uncond)`` (Wan's convention) must not pass."""
-    def wan_style(graphdef, solver_step, compute_dtype, params, latents, state, index, t,
-                  context, guidance_scale, clean, frame_mask, gt_velocity):
-        from flax import nnx
-        flow = nnx.merge(graphdef, params)(
-            jax.numpy.concatenate([latents] * 2), jax.numpy.broadcast_to(t, (2,)), context,
-            compute_dtype=compute_dtype)
-        cond, uncond = flow[:1], flow[1:]
-        return solver_step(uncond + guidance_scale * (cond - uncond), index, latents, state)
+    """``uncond + g (cond - uncond)`` (Wan's convention) must not pass. The pipeline becomes a
+    subclass with that ``guide``: the sampling step is jitted per class, so it is traced
+    anew."""
+    class WanGuidance(cp.Pipeline):
+        @staticmethod
+        def guide(cond, uncond, scale):
+            return uncond + scale * (cond - uncond)
 
-    monkeypatch.setattr(cp, "_denoise_step", jax.jit(wan_style, static_argnums=(0, 1, 2)))
+    monkeypatch.setattr(vidax_pipe, "__class__", WanGuidance)
     request = cp.make_request("text2world", "tiny", PROMPT, negative_prompt=NEGATIVE,
                               frames=FRAMES, size=(WIDTH, HEIGHT), steps=STEPS,
                               guidance_scale=GUIDANCE, noise=case.noise)
@@ -252,19 +250,17 @@ def test_conditioned_latents_match_diffusers(case, vidax_pipe, task, record_prop
 
 def test_negative_control_no_condition_mask(case, vidax_pipe, record_property, monkeypatch):
     """The condition-mask channel left at zero (clean frames, their timestep and the velocity
-    replacement unchanged) must not pass. A new function object is jitted so that it traces
-    the patched DiT instead of reusing the cached step."""
+    replacement unchanged) must not pass. The pipeline becomes a subclass, so that the sampling
+    step (jitted per class) traces the patched DiT instead of reusing the cached step."""
     from vidax.models.cosmos2_5.dit import CosmosDiT
 
-    step = cp._denoise_step.__wrapped__
-
-    def unmasked(*args):
-        return step(*args)
+    class Retraced(cp.Pipeline):
+        pass
 
     original = CosmosDiT._condition_mask
     monkeypatch.setattr(CosmosDiT, "_condition_mask",
                         lambda self, mask, shape: original(self, None, shape))
-    monkeypatch.setattr(cp, "_denoise_step", jax.jit(unmasked, static_argnums=(0, 1, 2)))
+    monkeypatch.setattr(vidax_pipe, "__class__", Retraced)
     stats = compare("cosmos2_5_image2world_negative",
                     vidax_pipe.sample(request=_conditioned_request(case, "image2world")),
                     case.image2world, record_property)

@@ -58,7 +58,6 @@ Not done here: the guardrail models; a choice of 1 conditioning latent frame for
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import os
@@ -74,25 +73,12 @@ from vidax import registry
 from vidax.errors import VidaxError
 from vidax.models.cosmos2_5.dit import CosmosDiTConfig, nearest_indices
 from vidax.models.reason1.model import Reason1Config, full_concat
-from vidax.pipelines.base import (  # noqa: F401  (re-exported: the CLI's family API)
-    PipelineBase,
-    verify_component,
-    PRECISIONS,
-    Progress,
-    check_frames,
-    check_size,
-    load_component,
-    load_image,
-    noise_array,
-    number,
-    parse_size,
-    precision_policy,
-    read_json_config,
-    to_unit_range,
-)
-from vidax.pipelines.wan2_1 import component_dtype
+from vidax.pipelines import base
+from vidax.pipelines.base import (Defaults, Needed, Part, PipelineBase, Run, find_files,
+                                  load_image, open_folder, read_json_config, refuse,
+                                  to_unit_range)
 from vidax.schedulers.flow_unipc import KarrasFlowUniPCScheduler, karras_flow_sigmas  # noqa: F401
-from vidax.sharding import constrain_batch, shard_batch, use_mesh
+from vidax.sharding import constrain_batch
 from vidax.text import Tokenizer
 
 MODEL_TYPE = "cosmos2_5"
@@ -125,23 +111,15 @@ NEGATIVE_PROMPT = (
     "poorly edited content, jump cuts, visual noise, and flickering. Overall, the video is of "
     "poor quality.")
 
-
-@dataclass(frozen=True)
-class Defaults:
-    """``Cosmos2_5_PredictBasePipeline.__call__``'s defaults (size is (width, height))."""
-
-    steps: int = 36
-    guidance_scale: float = 7.0
-    size: tuple[int, int] = (1280, 704)
-    frames: int = 93
-    fps: int = 16
-    negative_prompt: str = NEGATIVE_PROMPT
+#: ``Cosmos2_5_PredictBasePipeline.__call__``'s defaults (size is (width, height)).
+DEFAULTS = Defaults(steps=36, guidance_scale=7.0, size=(1280, 704), frames=93, fps=16,
+                    negative_prompt=NEGATIVE_PROMPT)
 
 
 def defaults_for(variant: str) -> Defaults:
     if variant in VARIANTS:
-        return Defaults()
-    return Defaults(steps=3, size=(64, 48), frames=5)  # tiny: seconds on a CPU
+        return DEFAULTS
+    return dataclasses.replace(DEFAULTS, steps=3, size=(64, 48), frames=5)  # tiny: a CPU's
 
 
 # ----------------------------------------------------------------------------- text
@@ -161,38 +139,17 @@ def chat_tokenizer(folder: str | os.PathLike, *, seq_len: int = TEXT_LEN) -> Tok
 
 
 # ----------------------------------------------------------------------------- the release
-@dataclass(frozen=True)
-class Release:
-    """A Cosmos-Predict2.5 release folder: its layout ("original" or "diffusers"), variant,
-    each component's config and file (``tokenizer``: the folder holding tokenizer.json)."""
-
-    folder: Path
-    task: str
-    variant: str
-    layout: str
-    configs: dict
-    files: dict
+class Release(base.Release):
+    """:class:`vidax.pipelines.base.Release`; ``layout``: ``"original"`` (the authors') or
+    ``"diffusers"``, the DiT's."""
 
     @property
-    def defaults(self) -> Defaults:
-        return defaults_for(self.variant)
+    def layout(self) -> str:
+        return self.specs["dit"].layout
 
 
 ROLES = {"dit": "the DiT", "vae": "the Wan2.1 VAE", "text_encoder": "the Reason1 text encoder",
          "tokenizer": "the Qwen2.5-VL tokenizer"}
-
-
-def _text_encoder_folder(folder: Path, text_encoder_dir) -> Path:
-    if text_encoder_dir is not None:
-        return Path(text_encoder_dir)
-    if os.environ.get(TEXT_ENCODER_ENV):
-        return Path(os.environ[TEXT_ENCODER_ENV])
-    return folder / TEXT_ENCODER_SUBDIR
-
-
-def _first(folder: Path, pattern: str) -> Path | None:
-    found = sorted(folder.glob(pattern))
-    return found[0] if found else None
 
 
 def _dit_size(path: Path) -> str:
@@ -226,72 +183,60 @@ def inspect_folder(folder: str | os.PathLike, variant: str | None = None, *,
     authors' layout; in diffusers' it replaces ``text_encoder/`` and ``tokenizer/``). One
     :class:`VidaxError` lists every missing file.
     """
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise VidaxError(f"{folder}: no such folder (expected a Cosmos-Predict2.5 release "
-                         "folder)")
-    if variant is not None and variant not in (*VARIANTS, "tiny"):
-        raise VidaxError(f"unknown Cosmos-Predict2.5 variant {variant!r}; known: "
-                         f"{', '.join(VARIANTS)} (and 'tiny')")
-    missing: list[str] = []
-    if (folder / "transformer" / "config.json").is_file():
-        layout = "diffusers"
-        dit_config = CosmosDiTConfig.from_dict(
-            read_json_config(folder / "transformer" / "config.json"))
-        files = {"dit": _first(folder, "transformer/*.safetensors.index.json")
-                 or _first(folder, "transformer/diffusion_pytorch_model*.safetensors"),
-                 "vae": _first(folder, "vae/diffusion_pytorch_model*.safetensors"),
-                 "text_encoder": folder / "text_encoder", "tokenizer": folder / "tokenizer"}
-        if text_encoder_dir is not None:
-            files["text_encoder"] = files["tokenizer"] = Path(text_encoder_dir)
-        vae_config = registry.get("wan2_1", "vae", "diffusers").make_config(
-            overrides=read_json_config(folder / "vae" / "config.json")) \
-            if (folder / "vae" / "config.json").is_file() else None
-        if variant is None:
-            variant = next((v for v in VARIANTS if registry.get(MODEL_TYPE, "dit").make_config(
-                v) == dit_config), "tiny")
+    folder = open_folder(folder, "Cosmos-Predict2.5", VARIANTS, variant, "the authors' or "
+                         "diffusers' layout")
+    layout = "diffusers" if (folder / "transformer" / "config.json").is_file() else "original"
+    # the text encoder's folder as given, absolute: it stands as itself below the folder
+    given = text_encoder_dir or (os.environ.get(TEXT_ENCODER_ENV) if layout == "original"
+                                 else None)
+    given = str(Path(given).absolute()) if given else None
+    if layout == "diffusers":
+        text, tokenizer = given or "text_encoder", given or "tokenizer"
+        specs = {"dit": registry.get(MODEL_TYPE, "dit", "diffusers"),
+                 "vae": registry.get("wan2_1", "vae", "diffusers")}
+        parts = [Part(key, spec, ROLES[key]) for key, spec in specs.items()]
+        needed, hint = [Needed("vae_folder", "vae", ("config.json",), "the VAE's settings")], ""
     else:
-        layout = "original"
-        stage = "pre-trained" if variant and variant.endswith("pre-trained") else "post-trained"
-        dit = _first(folder, f"base/{stage}/*_ema_bf16.pt")
-        if dit is None and variant is None:
-            stage = "pre-trained"
-            dit = _first(folder, f"base/{stage}/*_ema_bf16.pt")
-        text_folder = _text_encoder_folder(folder, text_encoder_dir)
-        files = {"dit": dit, "vae": folder / "tokenizer.pth" if (
-            folder / "tokenizer.pth").is_file() else None,
-            "text_encoder": text_folder, "tokenizer": text_folder}
         if variant == "tiny":
             raise VidaxError(f"{folder}: a tiny Cosmos-Predict2.5 release must be in diffusers' "
                              "layout (transformer/config.json gives its sizes); the authors' "
                              "layout holds only the released 2B / 14B networks")
-        dit_config = vae_config = None
-        if dit is not None:
-            found = f"predict-{_dit_size(dit)}-{stage}"
-            if variant not in (None, found):
-                raise VidaxError(f"{dit} is the {found} DiT, not {variant}")
-            variant = found
-            dit_config = registry.get(MODEL_TYPE, "dit").make_config(variant)
-            vae_config = registry.get("wan2_1", "vae").make_config("t2v-1.3b")
-    if files["dit"] is None:
-        missing.append("base/post-trained/*_ema_bf16.pt (the DiT)" if layout == "original"
-                       else "transformer/diffusion_pytorch_model*.safetensors (the DiT)")
-    if files["vae"] is None or vae_config is None:
-        missing.append("tokenizer.pth (the Wan2.1 VAE)" if layout == "original"
-                       else "vae/config.json and diffusion_pytorch_model.safetensors (the VAE)")
-    te = files["text_encoder"]
-    if not (te / "config.json").is_file() or _first(te, "model*.safetensors") is None:
+        stage = "pre-trained" if variant and variant.endswith("pre-trained") else "post-trained"
+        if variant is None and not any((folder / "base" / stage).glob("*_ema_bf16.pt")):
+            stage = "pre-trained" if any(folder.glob("base/pre-trained/*_ema_bf16.pt")) else stage
+        text = tokenizer = given or TEXT_ENCODER_SUBDIR
+        vae = registry.get("wan2_1", "vae")  # Wan2.1's, as tokenizer.pth
+        specs = {"dit": registry.get(MODEL_TYPE, "dit", "original"),
+                 "vae": dataclasses.replace(vae, files=("tokenizer.pth",))}
+        parts = [Part("dit", specs["dit"], ROLES["dit"], under=f"base/{stage}"),
+                 Part("vae", specs["vae"], ROLES["vae"])]
+        needed = []
         hint = (f" -- give the Cosmos-Reason1-7B folder with text_encoder_dir=, the "
-                f"{TEXT_ENCODER_ENV} environment variable, or as {TEXT_ENCODER_SUBDIR}/ in "
-                "the release folder" if layout == "original" else "")
-        missing.append(f"{te}/config.json and model*.safetensors ({ROLES['text_encoder']}"
-                       f"{hint})")
-    if not (files["tokenizer"] / "tokenizer.json").is_file():
-        missing.append(f"{files['tokenizer']}/tokenizer.json ({ROLES['tokenizer']})")
-    if missing:
-        raise VidaxError(f"{folder} is not a complete Cosmos-Predict2.5 release folder "
-                         f"({layout} layout): missing " + "; ".join(missing)
-                         + ". Nothing was loaded.")
+                f"{TEXT_ENCODER_ENV} environment variable, or as {TEXT_ENCODER_SUBDIR}/ in the "
+                "release folder")
+    specs["text_encoder"] = registry.get("reason1", "text_encoder", "transformers")
+    parts.append(Part("text_encoder", specs["text_encoder"], ROLES["text_encoder"] + hint,
+                      under=text))
+    needed += [Needed("text_encoder_folder", text, ("config.json",),
+                      f"{ROLES['text_encoder']}'s settings"),
+               Needed("tokenizer", tokenizer, ("tokenizer.json",), ROLES["tokenizer"])]
+    files = find_files(folder, parts, needed,
+                       what=f"Cosmos-Predict2.5 release ({layout} layout)")
+    if layout == "diffusers":
+        dit_config = CosmosDiTConfig.from_dict(
+            read_json_config(folder / "transformer" / "config.json"))
+        vae_config = specs["vae"].make_config(
+            overrides=read_json_config(folder / "vae" / "config.json"))
+        variant = variant or next((v for v in VARIANTS if registry.get(
+            MODEL_TYPE, "dit").make_config(v) == dit_config), "tiny")
+    else:
+        found = f"predict-{_dit_size(files['dit'])}-{stage}"
+        if variant not in (None, found):
+            raise VidaxError(f"{files['dit']} is the {found} DiT, not {variant}")
+        variant = found
+        dit_config = specs["dit"].make_config(variant)
+        vae_config = specs["vae"].make_config("t2v-1.3b")
+    te = files["text_encoder_folder"]
     text_config = Reason1Config.from_dict(read_json_config(te / "config.json"))
     width = text_config.hidden_size * text_config.num_hidden_layers
     if dit_config.use_crossattn_projection and dit_config.crossattn_proj_in_channels != width:
@@ -303,45 +248,28 @@ def inspect_folder(folder: str | os.PathLike, variant: str | None = None, *,
         raise VidaxError(f"{files['vae']}: a VAE of {vae_config.z_dim} latent channels; the DiT "
                          f"reads {dit_config.in_channels}")
     configs = {"dit": dit_config, "vae": vae_config, "text_encoder": text_config}
-    return Release(folder, RELEASE_TASK, variant, layout, configs, files)
+    return Release(folder, RELEASE_TASK, variant, defaults_for(variant), configs, files, specs)
 
 
 # ----------------------------------------------------------------------------- the request
-@dataclass(frozen=True)
-class Request:
-    """One generation, every option resolved; ``noise`` ``[T, h, w, 16]`` or None (seed);
-    ``condition``: the frames the VAE encodes into the conditioning latents (image2world 1,
-    video2world 5), float32 ``[F, H, W, 3]`` in [-1, 1] at the output size, or None."""
+@dataclass(frozen=True, kw_only=True)
+class Request(base.Request):
+    """:class:`vidax.pipelines.base.Request`; ``condition``: the frames the VAE encodes into
+    the conditioning latents (image2world 1, video2world 5), float32 ``[F, H, W, 3]`` in
+    [-1, 1] at the output size, or None."""
 
-    task: str
-    prompt: str
-    negative_prompt: str
-    frames: int
-    size: tuple[int, int]
-    steps: int
-    guidance_scale: float
-    seed: int
-    fps: float
-    noise: np.ndarray | None = None
     condition: np.ndarray | None = None
 
     @property
     def condition_latent_frames(self) -> int:
         return CONDITION_LATENT_FRAMES[self.task]
 
-    @property
-    def latent_shape(self) -> tuple[int, int, int, int]:
-        width, height = self.size
-        return (self.frames - 1) // 4 + 1, height // 8, width // 8, LATENT_CHANNELS
 
-
-def make_request(task: str, variant: str, prompt: str, *, negative_prompt: str | None = None,
-                 image=None, video=None, last_image=None, frames: int | None = None,
-                 size: tuple[int, int] | str | None = None, steps: int | None = None,
-                 guidance_scale: float | None = None, shift: float | None = None,
-                 sample_solver: str | None = None, seed: int = 0, noise=None,
-                 fps: float | None = None) -> Request:
-    """Validate and resolve a generation's options (None: the release's default).
+def make_request(task: str, variant: str, prompt: str, *, image=None, video=None,
+                 last_image=None, shift=None, sample_solver=None, noise=None,
+                 **options) -> Request:
+    """Validate and resolve a generation's options (:meth:`base.Request.resolve`'s; None:
+    the release's default).
 
     ``task``: one of :data:`TASKS`, or :data:`RELEASE_TASK` to let the inputs choose.
     ``image``: image2world's first frame (a file, a PIL image or uint8 ``[H, W, 3]``);
@@ -362,45 +290,26 @@ def make_request(task: str, variant: str, prompt: str, *, negative_prompt: str |
             what = "--image" if name == "image2world" else "video="
             raise VidaxError(f"Cosmos-Predict2.5 {task} " + (f"needs {what}" if task == name
                              else f"takes no {what} (that is {name})"))
-    for name, value in (("--last-image", last_image), ("--shift", shift),
-                        ("--sample-solver", sample_solver)):
-        if value is not None:
-            raise VidaxError(f"Cosmos-Predict2.5 takes no {name} (no last-frame conditioning; "
-                             "the sampler is fixed: UniPC over a Karras schedule, no shift)")
-    if not isinstance(prompt, str):
-        raise VidaxError(f"the prompt must be a string, got {type(prompt).__name__}")
-    d = defaults_for(variant)
-    frames = check_frames(d.frames if frames is None else frames)
-    if isinstance(size, str):
-        size = parse_size(size)
-    size = check_size(d.size if size is None else size)
-    steps = d.steps if steps is None else steps
-    if not isinstance(steps, (int, np.integer)) or steps < 1:
-        raise VidaxError(f"steps must be a positive integer, got {steps!r}")
-    guidance_scale = number("guidance_scale", d.guidance_scale if guidance_scale is None
-                            else guidance_scale, positive=False)
-    fps = number("fps", d.fps if fps is None else fps)
-    if not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise VidaxError(f"seed must be a non-negative integer, got {seed!r}")
-    condition = None
+    fixed = "the sampler is fixed: UniPC over a Karras schedule, no shift"
+    refuse("Cosmos-Predict2.5", last_image=(last_image, "no last-frame conditioning"),
+           shift=(shift, fixed), sample_solver=(sample_solver, fixed))
+    request = Request.resolve(task, defaults_for(variant), prompt, **options)
     if task != "text2world":
         latent_frames = CONDITION_LATENT_FRAMES[task]
         needed = 4 * (latent_frames - 1) + 1
-        if frames < needed:
+        if request.frames < needed:
             raise VidaxError(f"{task} conditions on the first {latent_frames} latent frame(s) "
                              f"({needed} video frames); ask for at least {needed} frames, got "
-                             f"{frames}")
+                             f"{request.frames}")
         pixels = load_image(image)[None] if task == "image2world" else _load_video(video)
         if pixels.shape[0] < needed:
             raise VidaxError(f"video2world needs an input video of at least {needed} frames "
                              f"(its last {needed} condition the output), got "
                              f"{pixels.shape[0]}")
-        condition = to_unit_range(resize_nearest(pixels[-needed:], size[1], size[0]))
-    request = Request(task, prompt, negative_prompt or d.negative_prompt, frames, size,
-                      int(steps), guidance_scale, int(seed), fps, condition=condition)
-    if noise is not None:
-        request = dataclasses.replace(request, noise=noise_array(noise, request.latent_shape))
-    return request
+        width, height = request.size
+        request = dataclasses.replace(request, condition=to_unit_range(
+            resize_nearest(pixels[-needed:], height, width)))
+    return request.with_noise(noise)
 
 
 def _load_video(video) -> np.ndarray:
@@ -433,99 +342,35 @@ def resize_nearest(frames: np.ndarray, height: int, width: int) -> np.ndarray:
         :, :, nearest_indices(frames.shape[2], width)]
 
 
-# ----------------------------------------------------------------------------- jitted pieces
+# ----------------------------------------------------------------------------- the pipeline
 @functools.partial(jax.jit, static_argnums=0)
 def _encode_text(graphdef, params, ids):
     """Reason1 on the ids (causal, no mask) -> ``full_concat`` ``[B, L, layers x width]``."""
     return full_concat(nnx.merge(graphdef, params)(ids))
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 2), donate_argnums=(4, 5))
-def _denoise_step(graphdef, solver_step, compute_dtype, params, latents, state, index, t,
-                  context, guidance_scale, clean, frame_mask, gt_velocity):
-    """One step of ``Cosmos2_5_PredictBasePipeline.__call__``'s loop: the DiT on the prompt
-    (and, with ``context [2, L, C]``, the negative prompt as one batch of 2), Cosmos' guidance
-    ``cond + g (cond - uncond)``, the UniPC update.
-
-    ``frame_mask [T]`` is 1 on the conditioning latent frames (none for text2world): there the
-    DiT sees ``clean`` (the encoded frames), the condition-mask channel 1 and
-    :data:`CONDITIONAL_FRAME_TIMESTEP`, and each half's velocity is replaced by
-    ``gt_velocity`` (``(noise - clean) * mask``) before guidance, as theirs.
-    """
-    dit = nnx.merge(graphdef, params)
-    n = context.shape[0]
-    mask = frame_mask[None, :, None, None, None]                       # [1, T, 1, 1, 1]
-    x = mask * clean + (1 - mask) * latents
-    x = constrain_batch(jnp.concatenate([x] * n)) if n > 1 else x
-    cond_t = jnp.float32(CONDITIONAL_FRAME_TIMESTEP * 1000)   # vidax's DiT: scheduler units
-    timesteps = jnp.broadcast_to(frame_mask * cond_t + (1 - frame_mask) * t,
-                                 (n, frame_mask.shape[0]))
-    flow = dit(x, timesteps, constrain_batch(context) if n > 1 else context,
-               condition_mask=jnp.broadcast_to(mask, (*latents.shape[:4], 1)),
-               compute_dtype=compute_dtype)
-    flow = gt_velocity + flow * (1 - mask)
-    velocity = flow[:1]
-    if n > 1:
-        velocity = velocity + guidance_scale * (velocity - flow[1:])
-    return solver_step(velocity, index, latents, state)
-
-
-# ----------------------------------------------------------------------------- the pipeline
 class Cosmos25Pipeline(PipelineBase):
-    """A loaded Cosmos-Predict2.5 release: ``pipe(prompt, **options)`` -> uint8 frames
-    ``[F, H, W, 3]``; :meth:`sample` gives the final latents, :meth:`decode` frames,
-    :meth:`write` an mp4."""
+    """A loaded Cosmos-Predict2.5 release (:class:`vidax.pipelines.base.PipelineBase`);
+    options are :func:`make_request`'s."""
 
-    def __init__(self, release: Release, *, dit, vae, text_encoder, tokenizer, mesh=None,
-                 precision: str = "bf16", console=None):
-        super().__init__(release, mesh=mesh, precision=precision, console=console)
-        self.dit, self.vae, self.text_encoder, self.tokenizer = dit, vae, text_encoder, tokenizer
+    NAME = "Cosmos-Predict2.5"
+    make_request = staticmethod(make_request)
 
-    @property
-    def defaults(self) -> Defaults:
-        return self.release.defaults
+    def describe(self) -> str:
+        return f"{self.NAME} {self.variant} ({self.release.layout} layout)"
 
-    @classmethod
-    def from_release(cls, release: Release, *, mesh=None, precision: str = "bf16",
-                     console=None) -> Cosmos25Pipeline:
-        """Verify every component file against its model (no weight read), then load them."""
-        policy = precision_policy(precision)
-        progress = Progress(console)
-        where = {"dit": (MODEL_TYPE, release.layout), "vae": ("wan2_1", release.layout),
-                 "text_encoder": ("reason1", "transformers")}
-        for component, (model_type, layout) in where.items():
-            verify_component(registry.get(model_type, component, layout), release.files[component],
-                    release.configs[component])
-        progress.line(f"Cosmos-Predict2.5 {release.variant} ({release.layout} layout) in "
-                      f"{release.folder}: every component verified; loading with precision "
-                      f"{policy.name}")
-        models = {}
-        for component, (model_type, _) in where.items():
-            models[component] = load_component(
-                progress, model_type, component, release.files[component],
-                release.configs[component], component_dtype(policy, component), mesh)
-        return cls(release, dit=models["dit"], vae=models["vae"],
-                   text_encoder=models["text_encoder"],
-                   tokenizer=chat_tokenizer(release.files["tokenizer"]), mesh=mesh,
-                   precision=precision, console=console)
+    def param_dtype(self, component: str):
+        """The DiT keeps float32 weights (its compute dtype is the policy's)."""
+        return jnp.float32 if component == "dit" else super().param_dtype(component)
 
-    def request(self, prompt: str, **options) -> Request:
-        return make_request(self.task, self.variant, prompt, **options)
-
-    def _place(self, array):
-        return jnp.asarray(array) if self.mesh is None else shard_batch(array, self.mesh)
+    def setup(self) -> None:
+        self.tokenizer = chat_tokenizer(self.release.files["tokenizer"])
 
     def encode_text(self, prompts: list[str]) -> jax.Array:
         """``[len(prompts), 512, layers x width]``; warns when a prompt is truncated."""
         ids = self.tokenizer([chat_text(p) for p in prompts]).ids   # warns if cut
         graphdef, params = nnx.split(self.text_encoder)
         return _encode_text(graphdef, params, self._place(ids))
-
-    def initial_noise(self, request: Request) -> jax.Array:
-        if request.noise is not None:
-            return self._place(request.noise[None])
-        key = jax.random.key(request.seed)
-        return self._place(jax.random.normal(key, (1, *request.latent_shape), jnp.float32))
 
     def encode_condition(self, request: Request) -> tuple[jax.Array, jax.Array]:
         """The clean latents ``[1, T, h, w, 16]`` (the encoded conditioning frames first, zeros
@@ -541,55 +386,49 @@ class Cosmos25Pipeline(PipelineBase):
         pad = shape[1] - encoded.shape[1]
         return jnp.pad(encoded, ((0, 0), (0, pad), (0, 0), (0, 0), (0, 0))), jnp.asarray(mask)
 
-    def sample(self, prompt: str | None = None, *, request: Request | None = None,
-               **options) -> np.ndarray:
-        """The final latents ``[T_lat, H/8, W/8, 16]`` (float32, normalised)."""
-        if request is None:
-            request = self.request(prompt, **options)
-        elif prompt is not None or options:
-            raise VidaxError("pass either a request or a prompt with options, not both")
+    def prepare(self, request: Request) -> Run:
+        """The prompt (and, when guided, the negative prompt) encoded, the conditioning
+        latents, and diffusers' ``gt_velocity``: the initial noise minus the clean latents on
+        the conditioning frames, fixed for the run."""
         guided = request.guidance_scale > 1  # diffusers' do_classifier_free_guidance
-        progress = self._progress
-        with self._matmul_precision():
-            with progress.phase("encoding the prompt" + (" and the negative prompt"
-                                                         if guided else "")):
-                context = self.encode_text([request.prompt] + (
-                    [request.negative_prompt] if guided else []))
-            scheduler = KarrasFlowUniPCScheduler(request.steps)
-            latents = self.initial_noise(request)
-            clean, frame_mask = self.encode_condition(request)
-            # diffusers' gt_velocity: the initial noise minus the clean latents, fixed
-            gt_velocity = (latents - clean) * frame_mask[None, :, None, None, None]
-            state = scheduler.init(latents.shape, sharding=latents.sharding)
-            graphdef, params = nnx.split(self.dit)
-            guidance = jnp.float32(request.guidance_scale)
-            width, height = request.size
-            with progress.phase(f"{request.task}: sampling {request.frames} frames at "
-                                f"{width}x{height}, "
-                                f"guidance {request.guidance_scale:g}",
-                                total=request.steps) as advance:
-                for index in range(request.steps):
-                    # diffusers hands the DiT sigma; vidax's DiT takes scheduler units
-                    t = jnp.float32(scheduler.sigmas[index]) * jnp.float32(1000)
-                    with use_mesh(self.mesh) if self.mesh is not None else \
-                            contextlib.nullcontext():
-                        latents, state = _denoise_step(
-                            graphdef, scheduler.step, self.precision.dit_compute, params,
-                            latents, state, jnp.int32(index), t, context, guidance, clean,
-                            frame_mask, gt_velocity)
-                    latents.block_until_ready()
-                    advance()
-        return np.asarray(latents[0])
+        with self._progress.phase("encoding the prompt" + (" and the negative prompt"
+                                                           if guided else "")):
+            context = self.encode_text([request.prompt] + (
+                [request.negative_prompt] if guided else []))
+        latents = self.initial_noise(request)
+        clean, frame_mask = self.encode_condition(request)
+        inputs = {"context": context, "clean": clean, "frame_mask": frame_mask,
+                  "gt_velocity": (latents - clean) * frame_mask[None, :, None, None, None]}
+        if guided:
+            inputs["guidance_scale"] = jnp.float32(request.guidance_scale)
+        return Run(latents, KarrasFlowUniPCScheduler(request.steps), inputs,
+                   nnx.split(self.dit), f"{request.task}, guidance {request.guidance_scale:g}")
 
-    def decode(self, latents) -> np.ndarray:
-        """Latents ``[T_lat, h, w, 16]`` -> uint8 frames ``[4(T_lat - 1) + 1, 8h, 8w, 3]``."""
-        from vidax.video import to_uint8
+    def step_inputs(self, request, run, index, t):
+        # diffusers hands the DiT sigma; vidax's DiT takes scheduler units
+        return run.model, jnp.float32(run.scheduler.sigmas[index]) * jnp.float32(1000), {}
 
-        latents = np.asarray(latents, np.float32)
-        with self._matmul_precision(), self._progress.phase(
-                f"decoding {latents.shape[0]} latent frames"):
-            video = self.vae.decode(self._place(latents[None]))
-        return to_uint8(video[0])
+    @staticmethod
+    def predict(dit, x, t, inputs, compute_dtype):
+        """The DiT on ``x`` (one latent, or the ``[cond, uncond]`` pair). ``frame_mask [T]`` is
+        1 on the conditioning latent frames (none for text2world): there the DiT sees the
+        clean latents, the condition-mask channel 1 and :data:`CONDITIONAL_FRAME_TIMESTEP`,
+        and each half's velocity is ``gt_velocity``, as diffusers'."""
+        frame_mask = inputs["frame_mask"]
+        mask = frame_mask[None, :, None, None, None]                   # [1, T, 1, 1, 1]
+        x = mask * inputs["clean"] + (1 - mask) * x
+        cond_t = jnp.float32(CONDITIONAL_FRAME_TIMESTEP * 1000)   # vidax's DiT: scheduler units
+        timesteps = jnp.broadcast_to(frame_mask * cond_t + (1 - frame_mask) * t,
+                                     (x.shape[0], frame_mask.shape[0]))
+        flow = dit(x, timesteps, constrain_batch(inputs["context"]),
+                   condition_mask=jnp.broadcast_to(mask, (1, *x.shape[1:4], 1)),
+                   compute_dtype=compute_dtype)
+        return inputs["gt_velocity"] + flow * (1 - mask)
+
+    @staticmethod
+    def guide(cond, uncond, scale):
+        """Cosmos' convention: ``cond + g (cond - uncond)``."""
+        return cond + scale * (cond - uncond)
 
 
 Pipeline = Cosmos25Pipeline
