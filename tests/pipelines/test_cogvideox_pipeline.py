@@ -164,7 +164,7 @@ def _runs(kind, reference, pipe, *, swap=False):
                                size=(WIDTH, HEIGHT), steps=STEPS, guidance_scale=GUIDANCE,
                                sample_solver=solver, dynamic_cfg=dynamic,
                                image=_image() if i2v else None)
-    shape = request.latent_shape(LATENT)
+    shape = dataclasses.replace(request, latent_channels=LATENT).latent_shape
     pad = cog.latent_frames(kind, FRAMES)[1]
     initial = np.random.default_rng(11).standard_normal(shape).astype(np.float32)
     if solver == "dpm++":

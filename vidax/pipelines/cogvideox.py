@@ -3,7 +3,8 @@
 Mirrors diffusers' ``CogVideoXPipeline`` and ``CogVideoXImageToVideoPipeline``
 (``pipelines/cogvideo/``) on a release folder (``transformer/``, ``vae/``, ``text_encoder/``,
 ``tokenizer/``, ``scheduler/``), with the settings of the authors' ``inference/cli_demo.py``
-as defaults (:data:`DEFAULTS`):
+as defaults (:data:`DEFAULTS`). What is CogVideoX's own on the skeleton
+(:mod:`vidax.pipelines.base`):
 
 1. Text: the prompt and the negative prompt (default ``""``, as theirs) are tokenized to
    ``max_text_seq_length`` (226) tokens -- ``</s>`` appended, ``<pad>`` padding, truncation
@@ -27,11 +28,10 @@ as defaults (:data:`DEFAULTS`):
    latent sits in front of it, and the first-frame duplication of ``prepare_latents`` never
    triggers). Each step the DiT reads ``[noisy latents | image latents]`` on channels; the
    1.5-I2V DiT also reads ``ofs = 2.0``.
-5. Each step, one jitted function: the DiT on ``[negative, prompt]`` as one batch of 2
-   (one batch of 1 when ``guidance_scale <= 1``), CFG ``u + g (c - u)`` -- with
-   ``dynamic_cfg`` (the authors' demo: on with DPM) ``g_t = 1 + g (1 - cos(pi ((N - t) /
-   N)^5)) / 2`` with ``t`` the integer timestep, exactly their expression -- then the
-   scheduler step; latents and the scheduler state donated.
+5. Each step: the DiT on ``[negative, prompt]`` as one batch of 2 (one batch of 1 when
+   ``guidance_scale <= 1``), CFG ``u + g (c - u)`` -- with ``dynamic_cfg`` (the authors'
+   demo: on with DPM) ``g_t = 1 + g (1 - cos(pi ((N - t) / N)^5)) / 2`` with ``t`` the
+   integer timestep, exactly their expression -- then the scheduler step.
 6. Decoding: ``latents * (1 / scaling_factor)``, the VAE in diffusers' frame batches,
    frames ``(x / 2 + 0.5)`` clamped to [0, 1], ``* 255`` rounded (their ``numpy_to_pil``).
 
@@ -57,33 +57,26 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import math
-import os
 from dataclasses import dataclass
-from pathlib import Path
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from vidax import loading, registry
-from vidax.errors import VerificationError, VidaxError
+from vidax import registry
+from vidax.errors import VidaxError
 from vidax.models.cogvideox.dit import CogVideoXDiTConfig
 from vidax.models.cogvideox.vae import CogVideoXVAEConfig
 from vidax.models.t5.model import T5Config
-from vidax.pipelines.base import (
-    read_noise,
-    precision_policy,
-    PipelineBase,
-    Progress,
-    load_image,
-    number,
-    parse_size,
-)
+from vidax.pipelines import base
+from vidax.pipelines.base import (Defaults, Needed, Part, PipelineBase, Release, Run,
+                                  find_files, load_image, open_folder, read_json_config,
+                                  read_noise, refuse)
 from vidax.schedulers.cogvideox import SAMPLE_SOLVERS
-from vidax.translator.io import open_checkpoint
+from vidax.sharding import constrain_batch
 
 MODEL_TYPE = "cogvideox"
 TASKS = ("t2v", "i2v")
@@ -93,19 +86,23 @@ I2V_VARIANTS = ("5b-i2v", "1.5-5b-i2v")
 _PATCH_T = {"1.5-5b": 2, "1.5-5b-i2v": 2}
 #: diffusers' I2V pipelines feed the 1.5-I2V DiT this ``ofs`` (``new_full((1,), 2.0)``).
 OFS = 2.0
-_DIRS = ("transformer", "vae", "text_encoder", "tokenizer", "scheduler")
+#: Every CogVideoX VAE: 4x temporal, 8x spatial; the DiT's 2x2 patches: sizes multiples of 16.
+VAE_STRIDE = (4, 8, 8)
+PATCH = 2
+#: component -> (its folder, its config class, what it is)
+COMPONENTS = {"dit": ("transformer", CogVideoXDiTConfig, "the DiT"),
+              "vae": ("vae", CogVideoXVAEConfig, "the VAE"),
+              "text_encoder": ("text_encoder", T5Config, "the T5 text encoder")}
+TOKENIZER_FILES = ("tokenizer.json", "spiece.model")
+SCHEDULER = Needed("scheduler", "scheduler", ("scheduler_config.json",), "the scheduler config")
 
 
-@dataclass(frozen=True)
-class ReleaseDefaults:
+@dataclass(frozen=True, kw_only=True)
+class ReleaseDefaults(Defaults):
     """The authors' ``cli_demo.py`` settings for a release: ``RESOLUTION_MAP`` sizes, 50
     steps, guidance 6.0, the DPM sampler with dynamic CFG for the 5B models (their comment:
     DDIM for 2B); 49 frames at 8 fps (1.0 READMEs) or 81 at 16 fps (1.5)."""
 
-    frames: int
-    size: tuple[int, int]
-    fps: float
-    sample_solver: str
     steps: int = 50
     guidance_scale: float = 6.0
     negative_prompt: str = ""
@@ -115,12 +112,14 @@ class ReleaseDefaults:
         return self.sample_solver == "dpm++"
 
 
+_V1 = dict(frames=49, size=(720, 480), fps=8.0)
+_V15 = dict(frames=81, size=(1360, 768), fps=16.0)
 DEFAULTS = {
-    "2b": ReleaseDefaults(49, (720, 480), 8.0, "ddim"),
-    "5b": ReleaseDefaults(49, (720, 480), 8.0, "dpm++"),
-    "5b-i2v": ReleaseDefaults(49, (720, 480), 8.0, "dpm++"),
-    "1.5-5b": ReleaseDefaults(81, (1360, 768), 16.0, "dpm++"),
-    "1.5-5b-i2v": ReleaseDefaults(81, (1360, 768), 16.0, "dpm++"),
+    "2b": ReleaseDefaults(**_V1, sample_solver="ddim"),
+    "5b": ReleaseDefaults(**_V1, sample_solver="dpm++"),
+    "5b-i2v": ReleaseDefaults(**_V1, sample_solver="dpm++"),
+    "1.5-5b": ReleaseDefaults(**_V15, sample_solver="dpm++"),
+    "1.5-5b-i2v": ReleaseDefaults(**_V15, sample_solver="dpm++"),
 }
 
 
@@ -133,87 +132,40 @@ def variant_of(cfg: CogVideoXDiTConfig) -> str:
     return "5b" if cfg.use_rotary_positional_embeddings else "2b"
 
 
+def task_of(variant: str) -> str:
+    return "i2v" if variant in I2V_VARIANTS else "t2v"
+
+
 # ----------------------------------------------------------------------------- the release
-@dataclass(frozen=True)
-class Release:
-    """A CogVideoX release folder (diffusers' pipeline layout): component files, their
-    configs, and the scheduler config."""
-
-    folder: Path
-    variant: str
-    configs: dict       # "dit", "vae", "text_encoder" -> config dataclasses
-    files: dict         # component -> Path ("tokenizer": the folder)
-    scheduler_config: dict
-
-    @property
-    def task(self) -> str:
-        return "i2v" if self.variant in I2V_VARIANTS else "t2v"
-
-    @property
-    def defaults(self) -> ReleaseDefaults:
-        return DEFAULTS[self.variant]
-
-
-def _read_json(path: Path, what: str) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise VidaxError(f"{path}: not a readable {what} ({e})") from e
-    if not isinstance(data, dict):
-        raise VidaxError(f"{path}: a {what} must be a JSON object")
-    return data
-
-
-def inspect_folder(folder: str | os.PathLike, variant: str | None = None) -> Release:
-    """Find every component of a CogVideoX release folder without reading a weight.
-
-    ``variant``: one of :data:`VARIANTS`; default: read from ``transformer/config.json``
-    (given, it must agree with it).
-    """
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise VidaxError(f"{folder}: no such folder (expected a CogVideoX release folder: "
-                         f"{', '.join(d + '/' for d in _DIRS)})")
-    if variant is not None and variant not in VARIANTS:
-        raise VidaxError(f"unknown CogVideoX variant {variant!r}; known: {', '.join(VARIANTS)}")
+def inspect_folder(folder, variant: str | None = None) -> Release:
+    """Find every component of a CogVideoX release folder (diffusers' pipeline layout)
+    without reading a weight. ``variant``: one of :data:`VARIANTS`; default: read from
+    ``transformer/config.json`` (given, it must agree with it)."""
+    folder = open_folder(folder, "CogVideoX", VARIANTS, variant,
+                         "diffusers' layout: " + ", ".join(
+                             f"{d}/" for d in ("transformer", "vae", "text_encoder",
+                                               "tokenizer", "scheduler")))
     specs = {"dit": registry.get(MODEL_TYPE, "dit", layout="diffusers"),
              "vae": registry.get(MODEL_TYPE, "vae", layout="diffusers"),
              "text_encoder": registry.get("t5", "encoder", layout="transformers")}
-    roots = {"dit": folder, "vae": folder, "text_encoder": folder / "text_encoder"}
-    config_files = {"dit": folder / "transformer" / "config.json",
-                    "vae": folder / "vae" / "config.json",
-                    "text_encoder": folder / "text_encoder" / "config.json"}
-    missing, files = [], {}
-    for component, spec in specs.items():
-        if not config_files[component].is_file():
-            missing.append(f"{config_files[component].relative_to(folder)}")
-        try:
-            files[component] = loading.find_files(roots[component], spec)
-        except VidaxError:
-            missing.append(f"the {component} weights ({', '.join(spec.files)} under "
-                           f"{roots[component].relative_to(folder.parent)})")
-    tokenizer = folder / "tokenizer"
-    if not any((tokenizer / name).is_file() for name in ("tokenizer.json", "spiece.model")):
-        missing.append("tokenizer/spiece.model (or tokenizer/tokenizer.json)")
-    scheduler_file = folder / "scheduler" / "scheduler_config.json"
-    if not scheduler_file.is_file():
-        missing.append("scheduler/scheduler_config.json")
-    if missing:
-        raise VidaxError(f"{folder} is not a complete CogVideoX release folder: missing "
-                         + "; ".join(missing) + ". Nothing was loaded.")
-    files["tokenizer"] = tokenizer
-    parsers = {"dit": CogVideoXDiTConfig.from_dict, "vae": CogVideoXVAEConfig.from_dict,
-               "text_encoder": T5Config.from_dict}
+    parts = [Part(key, spec, COMPONENTS[key][2], "text_encoder" if key == "text_encoder"
+                  else "") for key, spec in specs.items()]
+    also = [f"{d}/config.json ({role}'s config)" for d, _, role in COMPONENTS.values()
+            if not (folder / d / "config.json").is_file()]
+    if not any((folder / "tokenizer" / name).is_file() for name in TOKENIZER_FILES):
+        also.append("tokenizer/spiece.model or tokenizer/tokenizer.json (the T5 tokenizer)")
+    files = find_files(folder, parts, [SCHEDULER], what="CogVideoX release",
+                       also_missing=also)
+    files["tokenizer"] = folder / "tokenizer"
     configs = {}
-    for component, parse in parsers.items():
-        path = config_files[component]
+    for key, (d, config_class, role) in COMPONENTS.items():
+        path = folder / d / "config.json"
         try:
-            configs[component] = parse(_read_json(path, "config"))
+            configs[key] = config_class.from_dict(read_json_config(path))
         except (TypeError, KeyError, ValueError) as e:
-            raise VidaxError(f"{path}: not a {component} config vidax can build ({e})") from e
-    scheduler_config = _read_json(scheduler_file, "scheduler config")
-    # the DDIM scheduler checks the config; the DPM one reads the same keys
-    SAMPLE_SOLVERS["ddim"](1, scheduler_config)
+            raise VidaxError(f"{path}: not a config of {role} vidax can build ({e})") from e
+    configs["scheduler"] = read_json_config(files["scheduler"] / "scheduler_config.json")
+    SAMPLE_SOLVERS["ddim"](1, configs["scheduler"])  # checks it; the DPM reads the same keys
     dit, vae, te = configs["dit"], configs["vae"], configs["text_encoder"]
     found = variant_of(dit)
     if variant is not None and variant != found:
@@ -224,34 +176,19 @@ def inspect_folder(folder: str | os.PathLike, variant: str | None = None) -> Rel
         raise VidaxError(f"{folder}: the DiT takes {dit.in_channels} and makes "
                          f"{dit.out_channels} channels; the VAE's latents have "
                          f"{vae.latent_channels} (a {found} DiT needs {channels} in)")
+    if (vae.temporal_compression_ratio, vae.spatial_stride, dit.patch_size) != (
+            *VAE_STRIDE[:2], PATCH):
+        raise VidaxError(f"{folder}: vidax runs CogVideoX VAEs of 4x temporal and 8x spatial "
+                         f"compression with a DiT of 2x2 patches; this one is "
+                         f"{vae.temporal_compression_ratio}x, {vae.spatial_stride}x, "
+                         f"{dit.patch_size}x{dit.patch_size}")
     if dit.text_embed_dim != te.dim:
         raise VidaxError(f"{folder}: the DiT reads text of width {dit.text_embed_dim}, but "
                          f"text_encoder/ encodes {te.dim}")
-    return Release(folder, found, configs, files, scheduler_config)
+    return Release(folder, task_of(found), found, DEFAULTS[found], configs, files, specs)
 
 
 # ----------------------------------------------------------------------------- inputs
-def check_frames(frames, temporal: int = 4) -> int:
-    """The VAE turns ``temporal * k + 1`` frames into ``k + 1`` latent frames."""
-    if not isinstance(frames, (int, np.integer)) or frames < 1 or (frames - 1) % temporal:
-        raise VidaxError(f"frames {frames!r}: the frame count must be {temporal}k+1 (1, "
-                         f"{temporal + 1}, ..., 49, ..., 81), because the VAE turns "
-                         f"{temporal}k+1 frames into k+1 latent frames")
-    return int(frames)
-
-
-def check_size(size, multiple: int = 16) -> tuple[int, int]:
-    """Width and height: positive multiples of 16 (VAE 8 x DiT patch 2)."""
-    width, height = (int(s) for s in size)
-    if width < multiple or height < multiple or width % multiple or height % multiple:
-        def nearest(n):
-            return max(multiple, multiple * round(n / multiple))
-        raise VidaxError(f"size {width}x{height}: width and height must be multiples of "
-                         f"{multiple} (the VAE's 8x compression times the DiT's 2x2 patches);"
-                         f" the nearest valid size is {nearest(width)}x{nearest(height)}")
-    return width, height
-
-
 def resize_image(image: np.ndarray, width: int, height: int) -> np.ndarray:
     """uint8 ``[H, W, 3]`` -> float32 [-1, 1] ``[height, width, 3]``: diffusers'
     ``VideoProcessor.preprocess`` (Pillow Lanczos resize, ``/ 255``, ``2 x - 1``)."""
@@ -272,107 +209,6 @@ def latent_frames(variant: str, frames: int, temporal: int = 4) -> tuple[int, in
 
 
 @dataclass(frozen=True)
-class Request:
-    """One generation, every option resolved. ``image``: float32 [-1, 1] ``[H, W, 3]`` at
-    the output size (i2v) or None; ``noise``: the initial noise as given (checked against the
-    release's latent shape when sampling) or None (drawn from ``seed``)."""
-
-    task: str
-    variant: str
-    prompt: str
-    negative_prompt: str
-    frames: int
-    size: tuple[int, int]
-    steps: int
-    guidance_scale: float
-    dynamic_cfg: bool
-    sample_solver: str
-    seed: int
-    fps: float
-    noise: np.ndarray | None = None
-    image: np.ndarray | None = None
-
-    def latent_shape(self, channels: int, spatial: int = 8, temporal: int = 4
-                     ) -> tuple[int, int, int, int]:
-        """``[F', h, w, C]`` of the sampled latents (1.5: padded to even ``F'``)."""
-        width, height = self.size
-        return (latent_frames(self.variant, self.frames, temporal)[0], height // spatial,
-                width // spatial, channels)
-
-
-def make_request(task: str, variant: str, prompt: str, *, negative_prompt: str | None = None,
-                 image=None, last_image=None, frames: int | None = None, size=None,
-                 steps: int | None = None, guidance_scale: float | None = None,
-                 shift: float | None = None, sample_solver: str | None = None,
-                 dynamic_cfg: bool | None = None, seed: int = 0, noise=None,
-                 fps: float | None = None) -> Request:
-    """Validate and resolve a generation's options (None: the release's default,
-    :data:`DEFAULTS`). ``sample_solver``: ``"ddim"`` or ``"dpm++"``; ``dynamic_cfg``
-    default: on with ``"dpm++"`` (the authors' demo), off with DDIM (diffusers' default)."""
-    if variant not in VARIANTS:
-        raise VidaxError(f"unknown CogVideoX variant {variant!r}; known: {', '.join(VARIANTS)}")
-    expected = "i2v" if variant in I2V_VARIANTS else "t2v"
-    if task != expected:
-        raise VidaxError(f"the CogVideoX {variant} release does {expected}, not {task!r}")
-    if expected == "i2v" and image is None:
-        raise VidaxError(f"the CogVideoX {variant} release is image-to-video: give the first "
-                         "frame (--image)")
-    if expected == "t2v" and image is not None:
-        raise VidaxError(f"the CogVideoX {variant} release is text-to-video; image-to-video "
-                         "needs the 5b-i2v or 1.5-5b-i2v release")
-    if last_image is not None:
-        raise VidaxError("CogVideoX takes no last frame (--last-image)")
-    if shift is not None:
-        raise VidaxError("CogVideoX has no --shift: its schedule is the release's "
-                         "scheduler_config.json")
-    if not isinstance(prompt, str):
-        raise VidaxError(f"the prompt must be a string, got {type(prompt).__name__}")
-    d = DEFAULTS[variant]
-    frames = check_frames(d.frames if frames is None else frames)
-    if isinstance(size, str):
-        size = parse_size(size)
-    size = check_size(d.size if size is None else size)
-    steps = d.steps if steps is None else steps
-    if not isinstance(steps, (int, np.integer)) or not 1 <= steps <= 1000:
-        raise VidaxError(f"steps must be an integer in 1..1000, got {steps!r}")
-    guidance_scale = number("guidance_scale", d.guidance_scale if guidance_scale is None
-                            else guidance_scale, positive=False)
-    sample_solver = sample_solver or d.sample_solver
-    if sample_solver not in SAMPLE_SOLVERS:
-        raise VidaxError(f"CogVideoX sample_solver must be one of "
-                         f"{', '.join(SAMPLE_SOLVERS)}, got {sample_solver!r}")
-    if dynamic_cfg is None:
-        dynamic_cfg = sample_solver == "dpm++"
-    fps = number("fps", d.fps if fps is None else fps)
-    if not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise VidaxError(f"seed must be a non-negative integer, got {seed!r}")
-    frame = None if image is None else resize_image(load_image(image), *size)
-    if noise is not None:
-        noise = read_noise(noise)
-    return Request(expected, variant, prompt, d.negative_prompt if negative_prompt is None
-                   else negative_prompt, frames, size, int(steps), guidance_scale,
-                   bool(dynamic_cfg), sample_solver, int(seed), fps, noise=noise, image=frame)
-
-
-def noise_array(noise, shape: tuple[int, int, int, int]) -> np.ndarray:
-    """Initial noise as float32 ``[F', h, w, C]``; accepted: that, or diffusers' ``latents=``
-    layout ``[F', C, h, w]``, either with a leading batch axis of 1."""
-    array = np.asarray(noise)
-    f, h, w, c = shape
-    if array.ndim == 5 and array.shape[0] == 1:
-        array = array[0]
-    if array.shape == (f, h, w, c):
-        pass
-    elif array.shape == (f, c, h, w):
-        array = array.transpose(0, 2, 3, 1)
-    else:
-        raise VidaxError(f"noise of shape {list(np.shape(noise))} does not fit this video: "
-                         f"expected [{f}, {h}, {w}, {c}] ([F', H/8, W/8, C]) or diffusers' "
-                         f"[{f}, {c}, {h}, {w}]")
-    return np.ascontiguousarray(array, dtype=np.float32)
-
-
-@dataclass(frozen=True)
 class Draws:
     """Explicit random numbers for a run (each None: drawn from the request's seed).
 
@@ -384,6 +220,69 @@ class Draws:
     initial: np.ndarray | None = None
     encode: np.ndarray | None = None
     steps: np.ndarray | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Request(base.Request):
+    """:class:`vidax.pipelines.base.Request` with the release ``variant``, ``dynamic_cfg``
+    and explicit ``draws``; ``image``: float32 [-1, 1] ``[H, W, 3]`` at the output size.
+    ``noise`` is kept as given until the loaded pipeline knows its VAE's latent channels
+    (``latent_channels``); :attr:`latent_shape` counts the 1.5 padding frames."""
+
+    variant: str
+    dynamic_cfg: bool
+    draws: Draws | None = None
+
+    noise_layouts: ClassVar[dict[str, str]] = {"diffusers'": "TCHW"}
+
+    @property
+    def pad(self) -> int:
+        """The leading latent frames sampled and cropped (1.5's temporal patch)."""
+        return latent_frames(self.variant, self.frames, self.vae_stride[0])[1]
+
+    @property
+    def latent_shape(self) -> tuple[int, int, int, int]:
+        t, h, w, c = super().latent_shape
+        return t + self.pad, h, w, c
+
+
+def make_request(task: str, variant: str, prompt: str, *, image=None, last_image=None,
+                 frames: int | None = None, steps: int | None = None,
+                 shift: float | None = None, sample_solver: str | None = None,
+                 dynamic_cfg: bool | None = None, noise=None, **options) -> Request:
+    """Validate and resolve a generation's options (:meth:`base.Request.resolve`'s; None:
+    the release's default, :data:`DEFAULTS`). ``sample_solver``: ``"ddim"`` or ``"dpm++"``;
+    ``dynamic_cfg`` default: on with ``"dpm++"`` (the authors' demo), off with DDIM
+    (diffusers' default)."""
+    if variant not in VARIANTS:
+        raise VidaxError(f"unknown CogVideoX variant {variant!r}; known: {', '.join(VARIANTS)}")
+    expected = task_of(variant)
+    if task != expected:
+        raise VidaxError(f"the CogVideoX {variant} release does {expected}, not {task!r}")
+    if expected == "i2v" and image is None:
+        raise VidaxError(f"the CogVideoX {variant} release is image-to-video: give the first "
+                         "frame (--image)")
+    if expected == "t2v" and image is not None:
+        raise VidaxError(f"the CogVideoX {variant} release is text-to-video; image-to-video "
+                         "needs the 5b-i2v or 1.5-5b-i2v release")
+    refuse("CogVideoX", last_image=(last_image, "it has no last-frame conditioning"),
+           shift=(shift, "its schedule is the release's scheduler_config.json"))
+    if frames is not None and (not isinstance(frames, (int, np.integer)) or frames < 1
+                               or (frames - 1) % VAE_STRIDE[0]):
+        raise VidaxError(f"frames {frames!r}: CogVideoX makes 4k+1 frames (its VAE turns 4k+1 "
+                         "frames into k+1 latent frames): 49 for the 1.0 releases, 81 for 1.5")
+    d = DEFAULTS[variant]
+    solver = sample_solver or d.sample_solver
+    request = Request.resolve(
+        task, d, prompt, frames=frames, steps=steps, sample_solver=sample_solver,
+        solvers=SAMPLE_SOLVERS, variant=variant, vae_stride=VAE_STRIDE,
+        dynamic_cfg=solver == "dpm++" if dynamic_cfg is None else bool(dynamic_cfg), **options)
+    if request.steps > 1000:
+        raise VidaxError(f"steps must be an integer in 1..1000 (the schedule's training "
+                         f"timesteps), got {request.steps}")
+    return dataclasses.replace(
+        request, image=None if image is None else resize_image(load_image(image), *request.size),
+        noise=None if noise is None else read_noise(noise))
 
 
 def dynamic_guidance(guidance_scale: float, timestep: int, num_steps: int) -> float:
@@ -399,116 +298,41 @@ def to_uint8(video: np.ndarray) -> np.ndarray:
     return np.round(unit * np.float32(255)).astype(np.uint8)
 
 
-# ----------------------------------------------------------------------------- jitted pieces
+def seed_keys(seed: int) -> jax.Array:
+    """The seed's three streams: the initial noise, the image posterior sample, the DPM
+    steps' noise (folded with the step index)."""
+    return jax.random.split(jax.random.key(seed), 3)
+
+
+# ----------------------------------------------------------------------------- the pipeline
 @functools.partial(jax.jit, static_argnums=0)
 def _encode_text(graphdef, params, ids):
     return nnx.merge(graphdef, params)(ids)
 
 
-@dataclass(frozen=True)
-class _StepKind:
-    """What changes the traced step: CFG on/off, the sampler, image latents, ofs, and the
-    DiT's compute dtype."""
-
-    cfg: bool
-    solver: str
-    image: bool
-    ofs: float | None
-    compute_dtype: object
-
-
-@functools.partial(jax.jit, static_argnums=(0, 1), donate_argnums=(3, 4))
-def _denoise_step(graphdef, kind: _StepKind, params, latents, state, image_latents, context,
-                  t, g, k, noise):
-    """One step of their loop on ``latents [1, F', h, w, C]``; ``context`` ``[2, L, D]``
-    (negative, prompt) with CFG, else ``[1, L, D]``."""
-    dit = nnx.merge(graphdef, params)
-    n = 2 if kind.cfg else 1
-    x = jnp.concatenate([latents] * n)
-    if kind.image:
-        x = jnp.concatenate([x, jnp.concatenate([image_latents] * n)], axis=-1)
-    out = dit(x, context, jnp.broadcast_to(t, (n,)), ofs=kind.ofs,
-              compute_dtype=kind.compute_dtype).astype(jnp.float32)
-    pred = out[:1] + g * (out[1:] - out[:1]) if kind.cfg else out
-    return SAMPLE_SOLVERS[kind.solver].step(pred, k, latents, state, noise)
-
-
-# ----------------------------------------------------------------------------- the pipeline
 class CogVideoXPipeline(PipelineBase):
-    """A loaded CogVideoX release: ``pipe(prompt, **options)`` -> uint8 frames
-    ``[F, H, W, 3]``. Options are :func:`make_request`'s; :meth:`sample` returns the final
-    latents, :meth:`decode` turns them into frames, :meth:`write` writes an mp4."""
+    """A loaded CogVideoX release (:class:`vidax.pipelines.base.PipelineBase`); options are
+    :func:`make_request`'s; :meth:`sample` also takes explicit :class:`Draws`."""
 
-    def __init__(self, release: Release, *, dit, vae, text_encoder, tokenizer, mesh=None,
-                 precision: str = "bf16", console=None):
-        super().__init__(release, mesh=mesh, precision=precision, console=console)
-        self.dit, self.vae, self.text_encoder, self.tokenizer = dit, vae, text_encoder, tokenizer
+    NAME = "CogVideoX"
+    make_request = staticmethod(make_request)
+    to_uint8 = staticmethod(to_uint8)
 
-    @property
-    def defaults(self) -> ReleaseDefaults:
-        return self.release.defaults
+    def param_dtype(self, component: str):
+        """T5's registered component is ``encoder``: the text encoder's dtype."""
+        return super().param_dtype("text_encoder" if component == "encoder" else component)
 
-    @classmethod
-    def from_release(cls, release: Release, *, mesh=None, precision: str = "bf16",
-                     console=None) -> CogVideoXPipeline:
-        """Verify every component against its model (no weight read), then load them."""
+    def setup(self) -> None:
         from vidax.text import load_tokenizer
 
-        policy = precision_policy(precision)
-        progress = Progress(console)
-        specs = {"dit": registry.get(MODEL_TYPE, "dit", layout="diffusers"),
-                 "vae": registry.get(MODEL_TYPE, "vae", layout="diffusers"),
-                 "text_encoder": registry.get("t5", "encoder", layout="transformers")}
-        for component, spec in specs.items():
-            path = release.files[component]
-            with open_checkpoint(path) as ckpt:
-                report, _, _ = loading.verify_tensors(spec, release.configs[component], ckpt,
-                                                      source=str(path))
-            if not report.ok:
-                raise VerificationError(
-                    f"{path} does not hold the CogVideoX {component} at its config (no "
-                    f"weights were loaded): " + "; ".join(report.lines(5)[1:]), report)
-        progress.line(f"CogVideoX {release.variant} in {release.folder}: every component "
-                      f"verified; loading with precision {policy.name}")
-        dtypes = {"dit": policy.dit_compute, "vae": policy.vae,
-                  "text_encoder": policy.text_encoder}
-        models = {}
-        for component, spec in specs.items():
-            path = release.files[component]
-            with progress.phase(f"loading {component} ({path.name})") as advance:
-                model, report = loading.load_with_report(
-                    spec.model_type, spec.component, path, config=release.configs[component],
-                    layout=spec.layout, dtype=dtypes[component], mesh=mesh,
-                    progress=lambda done, total, name: advance(total=total))
-            progress.line(f"  {component}: {report.headline()}")
-            models[component] = model
-        tokenizer = load_tokenizer(release.files["tokenizer"],
-                                   seq_len=release.configs["dit"].max_text_seq_length, clean=None)
-        return cls(release, tokenizer=tokenizer, mesh=mesh, precision=precision,
-                   console=console, **models)
-
-    # ------------------------------------------------------------------------- pieces
-    def request(self, prompt: str, **options) -> Request:
-        return make_request(self.task, self.variant, prompt, **options)
-
-    def _place(self, array):
-        if self.mesh is None:
-            return jnp.asarray(array)
-        from jax.sharding import NamedSharding, PartitionSpec
-
-        return jax.device_put(array, NamedSharding(self.mesh, PartitionSpec()))
-
-    @property
-    def _factors(self) -> tuple[int, int]:
-        """(temporal, spatial) compression of the VAE."""
-        vae = self.release.configs["vae"]
-        return vae.temporal_compression_ratio, vae.spatial_stride
+        self.tokenizer = load_tokenizer(self.release.files["tokenizer"], clean=None,
+                                        seq_len=self.release.configs["dit"].max_text_seq_length)
 
     def encode_text(self, prompts: list[str]) -> jax.Array:
         """T5 states ``[len(prompts), max_text_seq_length, D]`` (float32), no mask."""
-        tokens = self.tokenizer(prompts)
         graphdef, params = nnx.split(self.text_encoder)
-        return _encode_text(graphdef, params, self._place(tokens.ids)).astype(jnp.float32)
+        ids = self._place(self.tokenizer(prompts).ids)
+        return _encode_text(graphdef, params, ids).astype(jnp.float32)
 
     def encode_image(self, frame: np.ndarray, noise) -> jax.Array:
         """The scaled image latent ``[1, 1, h, w, C]`` of a [-1, 1] frame ``[H, W, 3]``: a
@@ -522,112 +346,107 @@ class CogVideoXPipeline(PipelineBase):
         sf = vae_cfg.scaling_factor
         return z * np.float32(1 / sf if vae_cfg.invert_scale_latents else sf)
 
-    def _resolve(self, request: Request) -> Request:
-        """Checks that need the loaded release's configs."""
+    def resolve(self, request: Request, draws: Draws | None = None) -> Request:
+        """The request for this release: its variant and the DiT's position grid checked,
+        the VAE's latent channels, the initial noise (or ``draws.initial``) read against
+        them."""
         if request.variant != self.variant:
             raise VidaxError(f"the request is for CogVideoX {request.variant}; this pipeline "
                              f"is {self.variant}")
         cfg = self.dit.config
-        temporal, spatial = self._factors
-        check_frames(request.frames, temporal)
         width, height = request.size
-        multiple = spatial * cfg.patch_size
-        if width % multiple or height % multiple:
-            raise VidaxError(f"size {width}x{height}: must be multiples of {multiple}")
+        multiple = VAE_STRIDE[1] * PATCH
         grid = (height // multiple, width // multiple)
         if cfg.use_learned_positional_embeddings and grid != cfg.sample_grid[1:]:
             raise VidaxError(f"the CogVideoX {self.variant} DiT runs only at its sample size "
-                             f"{cfg.sample_width * spatial}x{cfg.sample_height * spatial} "
-                             f"(its learned position table); got {width}x{height}")
+                             f"{cfg.sample_width * VAE_STRIDE[1]}x"
+                             f"{cfg.sample_height * VAE_STRIDE[1]} (its learned position "
+                             f"table); got {width}x{height}")
         if cfg.patch_size_t is not None:
             rows, cols = cfg.sample_height // cfg.patch_size, cfg.sample_width // cfg.patch_size
             if grid[0] > rows or grid[1] > cols:
                 raise VidaxError(f"size {width}x{height} is beyond the CogVideoX1.5 DiT's "
                                  f"position grid ({cols * multiple}x{rows * multiple} at most)")
-        if request.noise is not None:
-            shape = request.latent_shape(self.release.configs["vae"].latent_channels, spatial,
-                                         temporal)
-            return dataclasses.replace(request, noise=noise_array(request.noise, shape))
-        return request
+        draws = draws or request.draws or Draws()
+        noise = request.noise if request.noise is not None else draws.initial
+        return dataclasses.replace(
+            request, draws=draws, noise=None,
+            latent_channels=self.release.configs["vae"].latent_channels).with_noise(noise)
 
-    # ------------------------------------------------------------------------- generation
     def sample(self, prompt: str | None = None, *, request: Request | None = None,
                draws: Draws | None = None, **options) -> np.ndarray:
         """The final latents ``[F', h, w, C]`` (float32, scaled as the DiT sees them), with the
         1.5 padding frames already cropped."""
         if request is None:
-            request = self.request(prompt, **options)
-        elif prompt is not None or options:
-            raise VidaxError("pass either a request or a prompt with options, not both")
-        request = self._resolve(request)
-        draws = draws or Draws()
-        temporal, spatial = self._factors
-        channels = self.release.configs["vae"].latent_channels
-        shape = request.latent_shape(channels, spatial, temporal)
-        pad = latent_frames(self.variant, request.frames, temporal)[1]
-        keys = jax.random.split(jax.random.key(request.seed), 3)
-        scheduler = SAMPLE_SOLVERS[request.sample_solver](request.steps,
-                                                          self.release.scheduler_config)
+            request, prompt, options = self.request(prompt, **options), None, {}
+        request = self.resolve(request, draws)
+        return super().sample(prompt, request=request, **options)[request.pad:]
+
+    def initial_noise(self, request: Request) -> jax.Array:
+        if request.noise is not None:
+            return super().initial_noise(request)
+        noise = jax.random.normal(seed_keys(request.seed)[0], request.latent_shape)
+        return self._place(noise[None])
+
+    def prepare(self, request: Request) -> Run:
         cfg = request.guidance_scale > 1.0
-        dit_cfg = self.dit.config
-        kind = _StepKind(cfg, request.sample_solver, request.image is not None,
-                         OFS if dit_cfg.ofs_embed_dim else None, self.precision.dit_compute)
-        initial = request.noise if request.noise is not None else draws.initial
-        if initial is None:
-            initial = jax.random.normal(keys[0], shape, jnp.float32)
-        latents = self._place(np.asarray(initial, np.float32).reshape(shape)[None])
-        with self._matmul_precision():
-            with self._progress.phase("encoding the prompt and the negative prompt"):
-                texts = [request.negative_prompt, request.prompt] if cfg else [request.prompt]
-                context = self.encode_text(texts)
-            image_latents = None
-            if request.image is not None:
-                with self._progress.phase("encoding the image"):
-                    noise = draws.encode
-                    if noise is None:
-                        noise = jax.random.normal(keys[1], (1, *shape[1:]), jnp.float32)
-                    first = self.encode_image(request.image, noise)
-                    image_latents = jnp.concatenate(
-                        [first, jnp.zeros((1, shape[0] - 1, *shape[1:]), jnp.float32)], axis=1)
-            state = scheduler.init(latents.shape)
-            graphdef, params = nnx.split(self.dit)
-            n = len(scheduler.timesteps)
-            with self._progress.phase(f"sampling {request.frames} frames at "
-                                      f"{request.size[0]}x{request.size[1]}, {n} steps "
-                                      f"({request.sample_solver})", total=n) as advance:
-                for k, t in enumerate(scheduler.timesteps):
-                    g = (dynamic_guidance(request.guidance_scale, int(t), n)
-                         if request.dynamic_cfg else request.guidance_scale)
-                    noise = None
-                    if request.sample_solver == "dpm++":
-                        noise = (draws.steps[k] if draws.steps is not None else
-                                 jax.random.normal(jax.random.fold_in(keys[2], k), shape))
-                        noise = self._place(np.asarray(noise, np.float32).reshape(shape)[None])
-                    latents, state = _denoise_step(
-                        graphdef, kind, params, latents, state, image_latents, context,
-                        jnp.float32(t), jnp.float32(g), k, noise)
-                    latents.block_until_ready()
-                    advance()
-        return np.asarray(latents[0, pad:])
+        keys = seed_keys(request.seed)
+        with self._progress.phase("encoding the prompt and the negative prompt"):
+            texts = [request.negative_prompt, request.prompt] if cfg else [request.prompt]
+            inputs = {"context": self.encode_text(texts), "image_latents": None}
+        if request.image is not None:
+            shape = request.latent_shape
+            with self._progress.phase("encoding the image"):
+                noise = request.draws.encode
+                if noise is None:
+                    noise = jax.random.normal(keys[1], (1, *shape[1:]), jnp.float32)
+                first = self.encode_image(request.image, noise)
+                inputs["image_latents"] = jnp.concatenate(
+                    [first, jnp.zeros((1, shape[0] - 1, *shape[1:]), jnp.float32)], axis=1)
+        scheduler = SAMPLE_SOLVERS[request.sample_solver](request.steps,
+                                                          self.release.configs["scheduler"])
+        guidance = (f", guidance {request.guidance_scale:g}"
+                    f"{' (dynamic)' if request.dynamic_cfg else ''}" if cfg else "")
+        return Run(self.initial_noise(request), scheduler, inputs, nnx.split(self.dit),
+                   f"{request.steps} steps ({request.sample_solver}){guidance}",
+                   {"cfg": cfg, "key": keys[2]})
 
-    def decode(self, latents) -> np.ndarray:
-        """Latents ``[F', h, w, C]`` (cropped) -> uint8 frames ``[F, H, W, 3]``."""
-        return to_uint8(self.decode_video(latents))
+    def step_inputs(self, request: Request, run: Run, index: int, t):
+        """Per step: the (dynamic) guidance scale; the DPM sampler's noise."""
+        inputs = {}
+        if run.extra["cfg"]:
+            g = request.guidance_scale
+            if request.dynamic_cfg:
+                g = dynamic_guidance(g, int(t), len(run.scheduler.timesteps))
+            inputs["guidance_scale"] = jnp.float32(g)
+        if request.sample_solver == "dpm++":
+            shape = request.latent_shape
+            noise = request.draws.steps
+            noise = (noise[index] if noise is not None else
+                     jax.random.normal(jax.random.fold_in(run.extra["key"], index), shape))
+            inputs["solver"] = {
+                "noise": self._place(np.asarray(noise, np.float32).reshape(shape)[None])}
+        return run.model, jnp.float32(t), inputs
 
-    def decode_video(self, latents) -> np.ndarray:
-        """Latents -> frames in [-1, 1] (unclamped float32, diffusers' ``vae.decode``)."""
+    @staticmethod
+    def predict(dit, x, t, inputs, compute_dtype):
+        """The DiT on ``[noisy latents | image latents]`` (i2v) with ``ofs`` (1.5-I2V)."""
+        image = inputs["image_latents"]
+        if image is not None:
+            x = jnp.concatenate([x, constrain_batch(jnp.concatenate([image] * len(x)))], -1)
+        out = dit(x, constrain_batch(inputs["context"]), jnp.broadcast_to(t, x.shape[:1]),
+                  ofs=OFS if dit.config.ofs_embed_dim else None, compute_dtype=compute_dtype)
+        return out.astype(jnp.float32)
+
+    @staticmethod
+    def guide(negative, prompt, scale):
+        """The pair is ``[negative, prompt]``, as diffusers batches it: ``u + g (c - u)``."""
+        return negative + scale * (prompt - negative)
+
+    def decode_latents(self, latents: jax.Array) -> jax.Array:
+        """diffusers' ``vae.decode(latents * (1 / scaling_factor))``, unclamped."""
         sf = np.float32(1 / self.release.configs["vae"].scaling_factor)
-        z = jnp.asarray(np.asarray(latents, np.float32)[None]) * sf
-        with self._matmul_precision(), self._progress.phase(
-                f"decoding {z.shape[1]} latent frames"):
-            return self.vae.decode(z, normalized=False, clamp=False)[0]
-
-    def __call__(self, prompt: str | None = None, *, request: Request | None = None,
-                 draws: Draws | None = None, **options) -> np.ndarray:
-        """uint8 frames ``[F, H, W, 3]``."""
-        if request is None:
-            request = self.request(prompt, **options)
-        return self.decode(self.sample(request=request, draws=draws))
+        return self.vae.decode(latents * sf, normalized=False, clamp=False)
 
 
 Pipeline = CogVideoXPipeline
