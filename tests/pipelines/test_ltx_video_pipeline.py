@@ -42,6 +42,7 @@ from tests.parity import compare
 from tests.reference import ltx_video as ref
 from vidax import cli, video
 from vidax.errors import VidaxError
+from vidax.pipelines import image as image_ops
 from vidax.pipelines import ltx_video as ltx
 from vidax.schedulers import rectified_flow as rf
 
@@ -497,14 +498,14 @@ def test_image_resize_and_blur_are_torchs():
     for size in ((32, 48), (64, 96), (37, 53)):
         expected = torch.nn.functional.interpolate(t, size=size, mode="bilinear",
                                                    align_corners=False)
-        np.testing.assert_allclose(ltx.resize_bilinear(x, *size),
+        np.testing.assert_allclose(image_ops.resize_bilinear(x, *size),
                                    expected[0].permute(1, 2, 0).numpy(), atol=1e-5)
     k = torch.exp(-0.5 * torch.linspace(-1, 1, 3) ** 2)
     k = (k / k.sum())
     kernel = (k[:, None] * k[None, :]).expand(3, 1, 3, 3)
     padded = torch.nn.functional.pad(t, (1, 1, 1, 1), mode="reflect")
     expected = torch.nn.functional.conv2d(padded, kernel, groups=3)
-    np.testing.assert_allclose(ltx.gaussian_blur(x), expected[0].permute(1, 2, 0).numpy(),
+    np.testing.assert_allclose(image_ops.gaussian_blur(x), expected[0].permute(1, 2, 0).numpy(),
                                atol=2e-6)
 
 

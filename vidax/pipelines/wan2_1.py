@@ -31,7 +31,6 @@ from flax import nnx
 from vidax import registry
 from vidax.errors import VidaxError
 from vidax.models.clip.config import CLIPVisionConfig
-from vidax.models.clip.model import _cubic_resize_matrix as _torch_bicubic_matrix
 from vidax.models.clip.model import preprocess
 from vidax.models.t5.config import T5Config
 from vidax.models.wan2_1.config import (CLIP_DIM, WAN2_1_LATENTS_MEAN, WAN2_1_LATENTS_STD,
@@ -41,6 +40,7 @@ from vidax.pipelines.base import (Defaults, Needed, Part, PipelineBase, Precisio
                                   Run, cfg_pair, find_files, load_image, open_folder,
                                   read_json_config, to_unit_range)
 from vidax.pipelines.base import noise_array  # noqa: F401  (the tests' name for it)
+from vidax.pipelines.image import center_crop, resize_bicubic
 from vidax.schedulers import SAMPLE_SOLVERS
 from vidax.sharding import constrain_batch
 
@@ -209,27 +209,6 @@ def output_size_for_image(image_hw: tuple[int, int], max_area: int) -> tuple[int
         raise VidaxError(f"an area of {max_area} pixels is too small for an image of aspect "
                          f"{w}x{h}: increase --size")
     return lat_h * VAE_STRIDE[1], lat_w * VAE_STRIDE[2]
-
-
-def resize_bicubic(image: np.ndarray, height: int, width: int) -> np.ndarray:
-    """float32 ``[H, W, 3]`` -> ``[height, width, 3]`` as PyTorch's ``F.interpolate(...,
-    mode='bicubic')`` (align_corners False, no antialiasing, no clamping): what the authors
-    apply to the [-1, 1] image before the VAE encodes it."""
-    rows = _torch_bicubic_matrix(image.shape[0], height).astype(np.float64)
-    cols = _torch_bicubic_matrix(image.shape[1], width).astype(np.float64)
-    return np.einsum("oh,hwc,pw->opc", rows, image.astype(np.float64), cols).astype(np.float32)
-
-
-def center_crop(image: np.ndarray, height: int, width: int) -> np.ndarray:
-    """torchvision's ``F.center_crop`` of ``[H, W, C]`` to (height, width): zero padding
-    first where the crop is larger, then a crop whose offsets round half to even."""
-    h, w = image.shape[:2]
-    pad_h, pad_w = max(height - h, 0), max(width - w, 0)
-    image = np.pad(image, ((pad_h // 2, (pad_h + 1) // 2), (pad_w // 2, (pad_w + 1) // 2),
-                           (0, 0)))
-    top = int(round((image.shape[0] - height) / 2.0))
-    left = int(round((image.shape[1] - width) / 2.0))
-    return image[top:top + height, left:left + width]
 
 
 def match_last_frame(first: np.ndarray, last: np.ndarray) -> np.ndarray:
