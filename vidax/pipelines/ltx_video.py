@@ -2,39 +2,36 @@
 (``ltx_video/inference.py`` driving ``LTXVideoPipeline`` / ``LTXMultiScalePipeline`` of
 ``ltx_video/pipelines/pipeline_ltx_video.py``); the guide is docs/models/ltx_video.md.
 
-What is LTX-Video's own on the skeleton (:mod:`vidax.pipelines.base`): the numbers of their
+What is LTX-Video's own on the skeleton (:mod:`vidax.pipelines.base`): their
 ``configs/ltxv-{13b,2b}-0.9.8-*.yaml`` as data (:data:`DEFAULTS`, :class:`PassSettings`); one
-release file holding the DiT, the VAE and the scheduler's settings in its metadata; T5 with
-its attention mask (256 tokens, the negative prompt always encoded); the file's rectified-flow
-schedule per latent size (:mod:`vidax.schedulers.rectified_flow`); noise ``[F', H/32, W/32,
-128]`` in the token order of their ``randn((b, f*h*w, c))``. One *pass* (one call of their
-``LTXVideoPipeline``) is one run of the shared loop: per step the DiT on ``[negative, prompt,
-prompt-with-skipped-blocks]`` as the step's CFG / STG scales need, their guidance
-(:func:`guide`), the per-token rectified-flow step. Image-to-video (their
-``ConditioningItem(image, frame 0, strength 1)``): the image cropped and blurred as their
-``load_image_to_tensor_with_resize_and_crop(just_crop=True)`` (:func:`preprocess_image`),
-resized to each pass's size, VAE-encoded (a posterior sample) into latent frame 0 with
-conditioning mask 1, re-noised each step (:meth:`LTXVideoPipeline.after_step`) at timestep 0.
-Multi-scale (every 0.9.8 config's ``pipeline_type``), when the folder holds the spatial
-upscaler: a first pass at ``int(size * 0.6666666)`` floored to multiples of 32, the upscaler
-with AdaIN (:meth:`~LTXVideoPipeline.upsample`), a second pass at twice that size, the
-decode (:meth:`~LTXVideoPipeline.decode_unit`: decode noise, tone mapping, the VAE at the
-decode timestep), a bilinear resize to the requested size. ``fps`` is the mp4's rate and the
-DiT's ``frame_rate`` (RoPE time scale), as their ``--frame_rate``.
+release file holding the DiT, the VAE and the scheduler's settings; T5 with its attention mask
+(256 tokens, the negative prompt always encoded); the file's rectified-flow schedule per latent
+size; noise ``[F', H/32, W/32, 128]`` in the token order of their ``randn((b, f*h*w, c))``. A
+*pass* (one call of their ``LTXVideoPipeline``) is one run of the shared loop, each step the DiT
+on ``[negative, prompt, prompt-with-skipped-blocks]`` as the step's CFG / STG scales need, their
+guidance (:func:`guide`) and the per-token rectified-flow step. Image-to-video (their
+``ConditioningItem(image, frame 0, strength 1)``): the image as their
+``load_image_to_tensor_with_resize_and_crop(just_crop=True)`` leaves it
+(:func:`preprocess_image`), resized to each pass's size, VAE-encoded (a posterior sample) into
+latent frame 0 at timestep 0, re-noised each step (:meth:`LTXVideoPipeline.after_step`).
+Multi-scale (every 0.9.8 config's), when the folder holds the spatial upscaler: a pass at
+``int(size * 0.6666666)`` floored to multiples of 32, the upscaler with AdaIN, a pass at twice
+that size, the decode (:meth:`~LTXVideoPipeline.decode_unit`), a bilinear resize to the
+requested size. ``fps`` is the mp4's rate and the DiT's ``frame_rate``, as their
+``--frame_rate``.
 
-Precision: ``"bf16"`` runs T5 and the DiT in bfloat16 (the authors cast both), latents,
-guidance and the scheduler in float32 (theirs: bfloat16), the VAE in float32; ``"fp32"``:
-everything float32 at "highest" matmul precision. On purpose unlike the authors: sizes and
-frame counts the VAE cannot take are refused (not padded and cropped back); their CRF-29 H.264
-round trip of the conditioning image (PyAV) is skipped (set ``Request.image`` to their
-preprocessed frame to reproduce it); noise comes from JAX's PRNG for a seed (``noise=`` /
-:class:`Draws` for bit-comparable runs).
+Precision: ``"bf16"``: T5 and the DiT in bfloat16 (the authors cast both), latents, guidance
+and the scheduler in float32 (theirs: bfloat16), the VAE in float32; ``"fp32"``: everything
+float32 at "highest" matmul precision. On purpose unlike the authors: sizes and frame counts
+the VAE cannot take are refused (not padded and cropped back); their CRF-29 H.264 round trip
+of the conditioning image (PyAV) is skipped (set ``Request.image`` to their preprocessed frame
+to reproduce it); noise comes from JAX's PRNG for a seed (``noise=`` / :class:`Draws` for
+bit-comparable runs).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import warnings
 from dataclasses import dataclass
@@ -61,9 +58,7 @@ TASKS = ("t2v", "i2v")
 #: Both tasks run on every release (I2V is conditioning, not another model).
 RELEASE_TASK = "t2v+i2v"
 VARIANTS = ("0.9.8-13b-dev", "0.9.8-13b-distilled", "0.9.8-2b-distilled")
-_FILE_VARIANTS = {"ltxv-13b-0.9.8-dev": "0.9.8-13b-dev",
-                  "ltxv-13b-0.9.8-distilled": "0.9.8-13b-distilled",
-                  "ltxv-2b-0.9.8-distilled": "0.9.8-2b-distilled"}
+_FILE_VARIANTS = {"ltxv-{1}-{0}-{2}".format(*v.split("-")): v for v in VARIANTS}
 UPSAMPLER_PATTERN = "ltxv-spatial-upscaler-*.safetensors"
 TEXT_ENCODER_DIR = "text_encoder"
 TOKENIZER_DIR = "tokenizer"
@@ -112,12 +107,9 @@ class PassSettings:
 
     def per_step(self, timesteps: np.ndarray) -> list[StepGuidance]:
         """Each step's guidance, resolved as their ``__call__`` resolves the lists."""
-        mapping = None
-        if self.guidance_timesteps:
-            mapping = []
-            for t in timesteps:
-                hits = [i for i, v in enumerate(self.guidance_timesteps) if np.float32(v) <= t]
-                mapping.append(hits[0] if hits else len(self.guidance_timesteps) - 1)
+        marks = self.guidance_timesteps
+        mapping = [next((i for i, v in enumerate(marks) if np.float32(v) <= t), len(marks) - 1)
+                   for t in timesteps] if marks else None
 
         def pick(value, name):
             if not isinstance(value, (tuple, list)):
@@ -179,11 +171,8 @@ class ReleaseDefaults(base.Defaults):
 
     def __post_init__(self):
         first = self.first_pass
-        scales = first.guidance_scale if isinstance(first.guidance_scale, tuple) else (
-            first.guidance_scale,)
-        object.__setattr__(self, "steps", len(first.timesteps) if first.timesteps is not None
-                           else first.num_inference_steps)
-        object.__setattr__(self, "guidance_scale", float(max(scales)))
+        object.__setattr__(self, "steps", len(first.timesteps or ()) or first.num_inference_steps)
+        object.__setattr__(self, "guidance_scale", float(np.max(first.guidance_scale)))
 
 
 _DEV = ReleaseDefaults(
@@ -231,7 +220,6 @@ def defaults_for(variant: str) -> ReleaseDefaults:
                                         skip_initial_inference_steps=5, skip_block_list=(0,)))
 
 
-
 # ----------------------------------------------------------------------------- the release
 @dataclass(frozen=True, kw_only=True)
 class Release(base.Release):
@@ -267,14 +255,11 @@ def _metadata_config(path) -> dict:
 
 
 def inspect_folder(folder, variant: str | None = None) -> Release:
-    """Find every component of an LTX-Video release folder without reading a weight.
-
-    The folder holds one ``ltxv-*.safetensors`` (DiT + VAE), ``text_encoder/`` (transformers'
-    T5EncoderModel: ``config.json`` + safetensors), ``tokenizer/`` (``spiece.model`` as
-    released, or a ``tokenizer.json``), and optionally
-    ``ltxv-spatial-upscaler-*.safetensors``. ``variant``: one of :data:`VARIANTS`; default: from
-    the file name (any other name gets the dev model's settings at a small default size).
-    """
+    """Every component of an LTX-Video release folder, without reading a weight: one
+    ``ltxv-*.safetensors`` (DiT + VAE), ``text_encoder/`` (transformers' T5EncoderModel),
+    ``tokenizer/`` (``spiece.model`` or ``tokenizer.json``), optionally
+    ``ltxv-spatial-upscaler-*.safetensors``. ``variant`` (default: from the file name; any
+    other name gets the dev model's settings at a small default size)."""
     from vidax.translator.mappings import ltx_video as mapping
 
     folder = open_folder(folder, "LTX-Video", VARIANTS, variant,
@@ -348,13 +333,10 @@ def preprocess_image(image: np.ndarray, height: int, width: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Draws:
-    """Explicit random numbers for a run (each None: drawn from the request's seed).
-
-    ``initial``: ``[F', h, w, C]`` (the request's ``noise`` wins); ``encode``: the VAE
-    posterior sample's normal noise for the image latent ``[1, h, w, C]``; ``conditioning``:
-    per step, ``[F', h, w, C]``, the re-noising of the image tokens; ``decode``: ``[F', h, w,
-    C]`` mixed in before decoding.
-    """
+    """A pass's explicit random numbers (each None: drawn from the request's seed):
+    ``initial`` ``[F', h, w, C]`` (the request's ``noise`` wins); ``encode``, the VAE posterior
+    sample's noise for the image latent ``[1, h, w, C]``; ``conditioning``, per step ``[F', h,
+    w, C]``, the re-noising of the image tokens; ``decode`` ``[F', h, w, C]``, mixed in."""
 
     initial: np.ndarray | None = None
     encode: np.ndarray | None = None
@@ -415,11 +397,9 @@ class Request(base.Request):
         return (draws[index] if index < len(draws) else None) or Draws()
 
 
-def make_request(task: str, variant: str, prompt: str, *, negative_prompt: str | None = None,
-                 image=None, last_image=None, steps: int | None = None,
-                 guidance_scale: float | None = None, shift: float | None = None,
-                 sample_solver: str | None = None, noise=None,
-                 settings: PassSettings | None = None,
+def make_request(task: str, variant: str, prompt: str, *, negative_prompt=None, image=None,
+                 last_image=None, steps=None, guidance_scale=None, shift=None,
+                 sample_solver=None, noise=None, settings: PassSettings | None = None,
                  second_settings: PassSettings | None = None, multiscale: bool | None = None,
                  draws=None, release: Release | None = None, **options) -> Request:
     """Validate and resolve a generation's options (None: the release's default; ``frames``,
@@ -542,24 +522,11 @@ def guide(flat: jax.Array, kind: StepKind, g, s, r) -> jax.Array:
 
 
 # ----------------------------------------------------------------------------- the pipeline
-@functools.partial(jax.jit, static_argnums=0)
-def _encode_text(graphdef, params, ids, mask):
-    return nnx.merge(graphdef, params)(ids, mask)
-
-
-@nnx.jit
-def _run_module(module, x):
-    return module(x)
-
-
-@nnx.jit
-def _decode_jit(vae, latents, timestep):
-    return vae.decode_normalized(latents, timestep)
-
-
-@nnx.jit
-def _decode_plain(vae, latents):
-    return vae.decode(vae.denormalize(latents))
+_encode_text = jax.jit(lambda graphdef, params, ids, mask: nnx.merge(graphdef, params)(ids, mask),
+                       static_argnums=0)
+_run_module = nnx.jit(lambda module, x: module(x))
+_decode_jit = nnx.jit(lambda vae, latents, timestep: vae.decode_normalized(latents, timestep))
+_decode_plain = nnx.jit(lambda vae, latents: vae.decode(vae.denormalize(latents)))
 
 
 class LTXVideoPipeline(PipelineBase):
@@ -630,9 +597,8 @@ class LTXVideoPipeline(PipelineBase):
         check_size(request.size, factors[1], "the VAE's spatial compression")
         resolved = dataclasses.replace(request, vae_stride=factors, latent_channels=channels,
                                        multiscale=multiscale, noise=None)
-        if request.noise is None:
-            return resolved
-        return resolved.with_noise(request.noise.reshape(-1, request.latent_channels))
+        return resolved if request.noise is None else resolved.with_noise(
+            request.noise.reshape(-1, request.latent_channels))
 
     def _draw(self, request: Request, index: int, slot: int, given, shape) -> np.ndarray:
         """Pass ``index``'s random numbers of one kind (``slot``: 0 initial, 1 encode, 2
@@ -707,7 +673,7 @@ class LTXVideoPipeline(PipelineBase):
 
     def denoise(self, request: Request, run: Run) -> jax.Array:
         """Each pass through the shared loop, the spatial upscaler between them."""
-        request = run.extra["request"]
+        request, latents = run.extra["request"], None
         for index in range(len(request.pass_sizes())):
             if index:
                 with self._progress.phase("upsampling the latents"):
@@ -731,8 +697,8 @@ class LTXVideoPipeline(PipelineBase):
         if cond_mask is not None:
             timestep = jnp.minimum(timestep, 1.0 - cond_mask)
         return run.model, timestep, {
-            "kind": kind, "sigma": jnp.float32(t), "guidance_scale": jnp.float32(
-                step.guidance_scale), "stg_scale": jnp.float32(step.stg_scale),
+            "kind": kind, "sigma": jnp.float32(t), "stg_scale": jnp.float32(step.stg_scale),
+            "guidance_scale": jnp.float32(step.guidance_scale),
             "rescaling_scale": jnp.float32(step.rescaling_scale),
             "skip_mask": None if mask is None else jnp.asarray(mask),
             "cond_noise": None if cond_mask is None else self._place(
@@ -763,19 +729,17 @@ class LTXVideoPipeline(PipelineBase):
         if mask is None:
             return latents
         hard = (mask > 1.0 - _HARD_EPS)[..., None]
-        noised = inputs["init"] + inputs["image_noise_scale"] * inputs["cond_noise"] * \
-            inputs["sigma"] ** 2
-        return jnp.where(hard, noised, latents)
+        return jnp.where(hard, inputs["init"] + inputs["image_noise_scale"]
+                         * inputs["cond_noise"] * inputs["sigma"] ** 2, latents)
 
     def upsample(self, latents: jax.Array) -> jax.Array:
         """Their ``_upsample_latents`` + ``adain_filter_latent``: the upscaler on un-normalised
         latents, normalised again, then each channel given the mean and (unbiased) std that
         it had before upsampling."""
         up = self.vae.normalize(_run_module(self.upsampler, self.vae.denormalize(latents)))
-        axes = (1, 2, 3)
-        ref_mean, ref_std = latents.mean(axes, keepdims=True), jnp.std(latents, axes, ddof=1,
-                                                                        keepdims=True)
-        mean, std = up.mean(axes, keepdims=True), jnp.std(up, axes, ddof=1, keepdims=True)
+        def stats(x):
+            return x.mean((1, 2, 3), keepdims=True), jnp.std(x, (1, 2, 3), ddof=1, keepdims=True)
+        (ref_mean, ref_std), (mean, std) = stats(latents), stats(up)
         return (up - mean) / std * ref_std + ref_mean
 
     # ------------------------------------------------------------------------- decoding
