@@ -71,12 +71,13 @@ from flax import nnx
 
 from vidax import registry
 from vidax.errors import VidaxError
-from vidax.models.cosmos2_5.dit import CosmosDiTConfig, nearest_indices
+from vidax.models.cosmos2_5.dit import CosmosDiTConfig
 from vidax.models.reason1.model import Reason1Config, full_concat
 from vidax.pipelines import base
 from vidax.pipelines.base import (Defaults, Needed, Part, PipelineBase, Run, find_files,
                                   load_image, open_folder, read_json_config, refuse,
                                   to_unit_range)
+from vidax.pipelines.image import resize_nearest
 from vidax.schedulers.flow_unipc import KarrasFlowUniPCScheduler, karras_flow_sigmas  # noqa: F401
 from vidax.sharding import constrain_batch
 from vidax.text import Tokenizer
@@ -94,7 +95,6 @@ CONDITIONAL_FRAME_TIMESTEP = 1e-4
 VARIANTS = ("predict-2b-post-trained", "predict-2b-pre-trained", "predict-14b-post-trained",
             "predict-14b-pre-trained")
 TEXT_LEN = 512
-LATENT_CHANNELS = 16
 #: The environment variable naming the Cosmos-Reason1-7B folder (the authors' layout).
 TEXT_ENCODER_ENV = "VIDAX_COSMOS_TEXT_ENCODER"
 TEXT_ENCODER_SUBDIR = "Cosmos-Reason1-7B"
@@ -332,14 +332,6 @@ def _load_video(video) -> np.ndarray:
         raise VidaxError("a video's frames must be one or more images of one size; got sizes "
                          f"{sorted({im.shape[1::-1] for im in images})} (width, height)")
     return np.stack(images)
-
-
-def resize_nearest(frames: np.ndarray, height: int, width: int) -> np.ndarray:
-    """``[F, H, W, C]`` -> ``[F, height, width, C]`` by nearest neighbour, the source pixels
-    torch's ``interpolate`` (default mode) picks: diffusers' ``VaeImageProcessor.resize`` on
-    the tensors this pipeline's image and array inputs become."""
-    return frames[:, nearest_indices(frames.shape[1], height)][
-        :, :, nearest_indices(frames.shape[2], width)]
 
 
 # ----------------------------------------------------------------------------- the pipeline

@@ -96,8 +96,6 @@ CROP_START = 95
 TEXT_LEN, CLIP_LEN = 256, 77
 #: ``--hidden-state-skip-layer``: the feature is ``hidden_states[-(2 + 1)]``.
 HIDDEN_STATE_SKIP = 2
-NUM_TRAIN_TIMESTEPS = 1000
-LATENT_CHANNELS = 16
 #: VAE stride (time, space) times the DiT's 2x2 patches: sizes are multiples of 16.
 SIZE_MULTIPLE = 16
 

@@ -8,6 +8,8 @@ as the authors' preprocessing leaves it:
 * :func:`crop_to_aspect`: the centre crop to an aspect ratio by slicing (sizes truncated,
   offsets floored), as LTX-Video's ``load_image_to_tensor_with_resize_and_crop``;
 * :func:`gaussian_blur`: torchvision's ``F.gaussian_blur(kernel_size=3, sigma=1.0)``.
+* :func:`resize_nearest`: ``F.interpolate`` in its default mode (nearest), on frames
+  ``[..., H, W, C]`` of any dtype.
 
 The resizes are separable matrices (no antialiasing, no clamping) applied in float64 and
 returned as float32: within ~5e-6 of torch's float32 sums on values in [-1, 1].
@@ -96,3 +98,14 @@ def gaussian_blur(image: np.ndarray) -> np.ndarray:
     padded = np.pad(image.astype(np.float32), ((1, 1), (1, 1), (0, 0)), mode="reflect")
     rows = sum(kernel[i] * padded[i:i + image.shape[0]] for i in range(3))
     return sum(kernel[j] * rows[:, j:j + image.shape[1]] for j in range(3)).astype(np.float32)
+
+
+def resize_nearest(frames: np.ndarray, height: int, width: int) -> np.ndarray:
+    """``[..., H, W, C]`` -> ``[..., height, width, C]`` by nearest neighbour: the source pixels
+    torch's ``F.interpolate`` picks in its default mode (``floor(i * in / out)`` in float32,
+    :func:`vidax.models.cosmos2_5.dit.nearest_indices`), e.g. diffusers'
+    ``VaeImageProcessor.resize`` on tensors."""
+    from vidax.models.cosmos2_5.dit import nearest_indices
+
+    rows = nearest_indices(frames.shape[-3], height)
+    return frames[..., rows, :, :][..., nearest_indices(frames.shape[-2], width), :]
