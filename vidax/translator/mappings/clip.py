@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from vidax.registry import Alias, ComponentSpec, alias, register
 from vidax.translator.mapping import Ignore, Mapper, Rename, Split, Transform
+from vidax.translator.mappings.common import TRANSFORMERS_ENCODER_LAYERS
 
 # ------------------------------------ the vision tower, the Wan authors' layout
 # models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth: the authors' whole XLMRobertaCLIP
@@ -70,11 +71,7 @@ CLIP_TEXT = Mapper(
         Transform(r"embeddings\.(token|position)_embedding\.weight$", layout="embedding",
                   leaf="embedding"),
         Rename(r"^(text_model\.)?", ""),
-        Rename(r"^embeddings\.", ""),
-        Rename(r"^encoder\.layers\.", "layers."),
-        Rename(r"\.layer_norm([12])\.", r".norm\1."),
-        Rename(r"\.self_attn\.([qkv])_proj\.", r".attn.to_\1."),
-        Rename(r"\.self_attn\.out_proj\.", ".attn.proj."),
+        *TRANSFORMERS_ENCODER_LAYERS,
     ),
 )
 

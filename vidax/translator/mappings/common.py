@@ -6,11 +6,23 @@ from __future__ import annotations
 import json
 
 from vidax.errors import VidaxError
-from vidax.translator.mapping import Ignore
+from vidax.translator.mapping import Ignore, Rename
 
 #: TransformerEngine keeps serialized FP8 metadata next to its weights (Cosmos, LTX-2.x).
 TRANSFORMER_ENGINE_EXTRA_STATE = (
     Ignore(r".*\._extra_state", "TransformerEngine FP8 metadata, not a weight"),
+)
+
+#: transformers' ViT encoder naming (CLIPTextModel, SiglipVisionModel: ``embeddings.*``,
+#: ``encoder.layers.N.{layer_norm1,self_attn.{q,k,v,out}_proj,layer_norm2,mlp}``) -> the
+#: vidax towers' (``layers.N.{norm1,attn.to_{q,k,v},attn.proj,norm2,mlp}``), after the
+#: family's own prefix rule.
+TRANSFORMERS_ENCODER_LAYERS = (
+    Rename(r"^embeddings\.", ""),
+    Rename(r"^encoder\.layers\.", "layers."),
+    Rename(r"\.layer_norm([12])\.", r".norm\1."),
+    Rename(r"\.self_attn\.([qkv])_proj\.", r".attn.to_\1."),
+    Rename(r"\.self_attn\.out_proj\.", ".attn.proj."),
 )
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from vidax.registry import Alias, ComponentSpec, alias, register
 from vidax.translator.mapping import Ignore, Mapper, Rename, Transform
+from vidax.translator.mappings.common import TRANSFORMERS_ENCODER_LAYERS
 
 VISION_ENCODER = Mapper(
     name="siglip.vision_encoder",
@@ -28,11 +29,7 @@ VISION_ENCODER = Mapper(
         Transform(r"embeddings\.position_embedding\.weight$", layout="embedding",
                   leaf="embedding"),
         Rename(r"^(vision_model\.)?", ""),
-        Rename(r"^embeddings\.", ""),
-        Rename(r"^encoder\.layers\.", "layers."),
-        Rename(r"\.layer_norm([12])\.", r".norm\1."),
-        Rename(r"\.self_attn\.([qkv])_proj\.", r".attn.to_\1."),
-        Rename(r"\.self_attn\.out_proj\.", ".attn.proj."),
+        *TRANSFORMERS_ENCODER_LAYERS,
     ),
 )
 
