@@ -51,8 +51,9 @@ The traced hooks get no ``self``: the jitted step is cached per pipeline class, 
 ``self`` would keep every weight alive. ``inputs`` is a dict pytree (a None value is part of
 the traced structure). Building blocks for the hooks: :meth:`~PipelineBase._place` (an input
 on the devices, its batch split over the mesh), :meth:`~PipelineBase._mesh` (the mesh as
-context mesh), :meth:`~PipelineBase._matmul_precision`, ``self._progress.phase(...)``.
-A minimal family::
+context mesh), :meth:`~PipelineBase._matmul_precision`, ``self._progress.phase(...)``;
+:class:`Draws` (explicit random numbers replaying the authors', subclassed by CogVideoX and
+LTX-Video). A minimal family::
 
     class Pipeline(PipelineBase):
         NAME = "Foo"
@@ -127,6 +128,7 @@ def component_dtype(policy: Precision, component: str):
     family whose DiT keeps float32 weights under bf16 compute overrides
     :meth:`PipelineBase.param_dtype`)."""
     return {"dit": policy.dit_compute, "vae": policy.vae, "text_encoder": policy.text_encoder,
+            "encoder": policy.text_encoder,  # T5's registered component
             "image_encoder": policy.image_encoder}[component]
 
 
@@ -554,6 +556,25 @@ class Run:
     model: tuple
     what: str = ""
     extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Draws:
+    """Explicit random numbers for a run, to replay the authors' draws (each None: drawn from
+    the request's seed): ``initial`` ``[T, h, w, C]`` (the request's ``noise`` wins), ``encode``
+    the image posterior sample's noise ``[1, h, w, C]``. A family subclasses it for its own
+    (per-step noise, ...)."""
+
+    initial: np.ndarray | None = None
+    encode: np.ndarray | None = None
+
+    def pick(self, name: str, key, shape, index: int | None = None) -> np.ndarray:
+        """The numbers ``name`` (at ``index``, for per-step ones) as float32 ``shape``: the
+        given ones, else a standard-normal draw from ``key``."""
+        given = getattr(self, name)
+        if given is None:
+            return np.asarray(jax.random.normal(key, shape, jnp.float32))
+        return np.asarray(given if index is None else given[index], np.float32).reshape(shape)
 
 
 def cfg_pair(a):

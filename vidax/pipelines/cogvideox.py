@@ -209,16 +209,11 @@ def latent_frames(variant: str, frames: int, temporal: int = 4) -> tuple[int, in
 
 
 @dataclass(frozen=True)
-class Draws:
-    """Explicit random numbers for a run (each None: drawn from the request's seed).
+class Draws(base.Draws):
+    """:class:`vidax.pipelines.base.Draws` (``initial`` ``[F', h, w, C]``, ``encode`` for
+    i2v) with ``steps``: per step, the DPM sampler's noise ``[N, F', h, w, C]`` (the draw
+    their step uses)."""
 
-    ``initial``: ``[F', h, w, C]`` (the request's ``noise`` wins); ``encode``: the image
-    posterior sample's normal noise ``[1, h, w, C]`` (i2v); ``steps``: per step, the DPM
-    sampler's noise ``[N, F', h, w, C]`` (the draw their step uses).
-    """
-
-    initial: np.ndarray | None = None
-    encode: np.ndarray | None = None
     steps: np.ndarray | None = None
 
 
@@ -318,10 +313,6 @@ class CogVideoXPipeline(PipelineBase):
     make_request = staticmethod(make_request)
     to_uint8 = staticmethod(to_uint8)
 
-    def param_dtype(self, component: str):
-        """T5's registered component is ``encoder``: the text encoder's dtype."""
-        return super().param_dtype("text_encoder" if component == "encoder" else component)
-
     def setup(self) -> None:
         from vidax.text import load_tokenizer
 
@@ -397,10 +388,8 @@ class CogVideoXPipeline(PipelineBase):
         if request.image is not None:
             shape = request.latent_shape
             with self._progress.phase("encoding the image"):
-                noise = request.draws.encode
-                if noise is None:
-                    noise = jax.random.normal(keys[1], (1, *shape[1:]), jnp.float32)
-                first = self.encode_image(request.image, noise)
+                first = self.encode_image(request.image,
+                                          request.draws.pick("encode", keys[1], (1, *shape[1:])))
                 inputs["image_latents"] = jnp.concatenate(
                     [first, jnp.zeros((1, shape[0] - 1, *shape[1:]), jnp.float32)], axis=1)
         scheduler = SAMPLE_SOLVERS[request.sample_solver](request.steps,
@@ -420,12 +409,9 @@ class CogVideoXPipeline(PipelineBase):
                 g = dynamic_guidance(g, int(t), len(run.scheduler.timesteps))
             inputs["guidance_scale"] = jnp.float32(g)
         if request.sample_solver == "dpm++":
-            shape = request.latent_shape
-            noise = request.draws.steps
-            noise = (noise[index] if noise is not None else
-                     jax.random.normal(jax.random.fold_in(run.extra["key"], index), shape))
-            inputs["solver"] = {
-                "noise": self._place(np.asarray(noise, np.float32).reshape(shape)[None])}
+            noise = request.draws.pick("steps", jax.random.fold_in(run.extra["key"], index),
+                                       request.latent_shape, index)
+            inputs["solver"] = {"noise": self._place(noise[None])}
         return run.model, jnp.float32(t), inputs
 
     @staticmethod

@@ -1,41 +1,25 @@
 """LTX-Video 0.9.8 text-to-video and image-to-video as the authors run them
-(``ltx_video/inference.py`` driving ``LTXVideoPipeline`` / ``LTXMultiScalePipeline`` of
-``ltx_video/pipelines/pipeline_ltx_video.py``); the guide is docs/models/ltx_video.md.
+(``ltx_video/inference.py`` driving ``LTXVideoPipeline`` / ``LTXMultiScalePipeline``). The
+guide, with each step of their pipeline, the precision policies and where vidax differs on
+purpose, is docs/models/ltx_video.md.
 
-What is LTX-Video's own on the skeleton (:mod:`vidax.pipelines.base`): their
-``configs/ltxv-{13b,2b}-0.9.8-*.yaml`` as data (:data:`DEFAULTS`, :class:`PassSettings`); one
-release file holding the DiT, the VAE and the scheduler's settings; T5 with its attention mask
-(256 tokens, the negative prompt always encoded); the file's rectified-flow schedule per latent
-size; noise ``[F', H/32, W/32, 128]`` in the token order of their ``randn((b, f*h*w, c))``. A
-*pass* (one call of their ``LTXVideoPipeline``) is one run of the shared loop, each step the DiT
-on ``[negative, prompt, prompt-with-skipped-blocks]`` as the step's CFG / STG scales need, their
-guidance (:func:`guide`) and the per-token rectified-flow step. Image-to-video (their
-``ConditioningItem(image, frame 0, strength 1)``): the image as their
-``load_image_to_tensor_with_resize_and_crop(just_crop=True)`` leaves it
-(:func:`preprocess_image`), resized to each pass's size, VAE-encoded (a posterior sample) into
-latent frame 0 at timestep 0, re-noised each step (:meth:`LTXVideoPipeline.after_step`).
-Multi-scale (every 0.9.8 config's), when the folder holds the spatial upscaler: a pass at
-``int(size * 0.6666666)`` floored to multiples of 32, the upscaler with AdaIN, a pass at twice
-that size, the decode (:meth:`~LTXVideoPipeline.decode_unit`), a bilinear resize to the
-requested size. ``fps`` is the mp4's rate and the DiT's ``frame_rate``, as their
-``--frame_rate``.
-
-Precision: ``"bf16"``: T5 and the DiT in bfloat16 (the authors cast both), latents, guidance
-and the scheduler in float32 (theirs: bfloat16), the VAE in float32; ``"fp32"``: everything
-float32 at "highest" matmul precision. On purpose unlike the authors: sizes and frame counts
-the VAE cannot take are refused (not padded and cropped back); their CRF-29 H.264 round trip
-of the conditioning image (PyAV) is skipped (set ``Request.image`` to their preprocessed frame
-to reproduce it); noise comes from JAX's PRNG for a seed (``noise=`` / :class:`Draws` for
-bit-comparable runs).
+LTX-Video's own on the skeleton (:mod:`vidax.pipelines.base`): their YAML configs as data
+(:data:`DEFAULTS`, :class:`PassSettings`); one release file holding the DiT, the VAE and the
+scheduler's settings; T5 with its mask. A *pass* (one call of their ``LTXVideoPipeline``) is
+one run of the shared loop, each step the DiT on ``[negative, prompt, prompt-with-skipped-
+blocks]`` as the step's CFG / STG scales need, their guidance (:func:`guide`) and the
+per-token rectified-flow step; image-to-video is their ``ConditioningItem(image, frame 0,
+strength 1)`` (:meth:`LTXVideoPipeline.after_step`); multi-scale is two passes around the
+spatial upscaler (:meth:`LTXVideoPipeline.denoise`). Noise comes from JAX's PRNG for a seed
+(:class:`Draws` replays theirs).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import warnings
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -52,6 +36,7 @@ from vidax.pipelines.base import (Needed, Part, PipelineBase, Run, check_frames,
 from vidax.pipelines.image import crop_to_aspect, gaussian_blur, resize_bilinear
 from vidax.schedulers.rectified_flow import RectifiedFlowScheduler, RectifiedFlowSteps
 from vidax.translator.io import open_checkpoint
+from vidax.translator.mappings.common import metadata_config
 
 MODEL_TYPE = "ltx_video"
 TASKS = ("t2v", "i2v")
@@ -72,17 +57,14 @@ NEGATIVE_PROMPT = "worst quality, inconsistent motion, blurry, jittery, distorte
 IMAGE_COND_NOISE_SCALE = 0.15
 #: ``add_noise_to_image_conditioning_latents``' eps: tokens with mask > 1 - eps are re-noised.
 _HARD_EPS = 1e-6
-#: ``denoising_step``'s ``t_eps``.
 
 
 @dataclass(frozen=True)
 class PassSettings:
     """One ``first_pass`` / ``second_pass`` section of the authors' YAML: the arguments of one
-    ``LTXVideoPipeline.__call__``. Field defaults are that method's own defaults.
-
-    ``guidance_scale``, ``stg_scale``, ``rescaling_scale`` are a number or a per-timestep
-    tuple read through ``guidance_timesteps``; ``skip_block_list`` a tuple of block indices,
-    or a per-timestep tuple of such tuples.
+    ``LTXVideoPipeline.__call__`` (field defaults are its own). ``guidance_scale``,
+    ``stg_scale``, ``rescaling_scale``: a number or a per-timestep tuple read through
+    ``guidance_timesteps``; ``skip_block_list``: block indices, or a per-timestep tuple of them.
     """
 
     num_inference_steps: int | None = 20
@@ -119,41 +101,29 @@ class PassSettings:
             return [value[m] for m in mapping]
 
         blocks = self.skip_block_list
-        if blocks is None:
-            skips = [None] * len(timesteps)
-        elif len(blocks) == 0 or not isinstance(blocks[0], (tuple, list)):
-            skips = [tuple(blocks)] * len(timesteps)
-        else:
+        if blocks and isinstance(blocks[0], (tuple, list)):
             skips = [tuple(b) for b in pick(blocks, "skip_block_list")]
+        else:
+            skips = [None if blocks is None else tuple(blocks)] * len(timesteps)
         return [StepGuidance(float(g), float(s), float(r), b) for g, s, r, b in zip(
             pick(self.guidance_scale, "guidance_scale"), pick(self.stg_scale, "stg_scale"),
             pick(self.rescaling_scale, "rescaling_scale"), skips)]
 
 
-@dataclass(frozen=True)
-class StepGuidance:
-    """One step's CFG scale, STG scale, rescaling and skipped blocks."""
+class StepGuidance(NamedTuple):
+    """One step's CFG scale (on above 1), STG scale (on above 0), rescaling, skipped blocks."""
 
     guidance_scale: float
     stg_scale: float
     rescaling_scale: float
     skip_blocks: tuple[int, ...] | None
 
-    @property
-    def cfg(self) -> bool:
-        return self.guidance_scale > 1.0
-
-    @property
-    def stg(self) -> bool:
-        return self.stg_scale > 0
-
 
 @dataclass(frozen=True, kw_only=True)
 class ReleaseDefaults(base.Defaults):
-    """A release's YAML config (``configs/ltxv-*-0.9.8-*.yaml``) and the ``InferenceConfig``
-    defaults of their ``inference.py`` (size 1216x704, 121 frames, 30 fps). ``steps`` and
-    ``guidance_scale`` follow the first pass (its step count, its largest CFG scale): what
-    ``--steps`` and ``--guidance-scale`` replace there."""
+    """A release's YAML config (``configs/ltxv-*-0.9.8-*.yaml``) and their ``inference.py``'s
+    ``InferenceConfig`` defaults. ``steps`` and ``guidance_scale`` are the first pass's (its
+    step count, its largest CFG scale): what ``--steps`` and ``--guidance-scale`` replace."""
 
     first_pass: PassSettings
     second_pass: PassSettings
@@ -187,12 +157,11 @@ _DEV = ReleaseDefaults(
         num_inference_steps=30, skip_initial_inference_steps=17, guidance_scale=(1,),
         stg_scale=(1,), rescaling_scale=(1,), guidance_timesteps=(1.0,),
         skip_block_list=(27,), cfg_star_rescale=True))
+_DISTILLED = dict(num_inference_steps=None, guidance_scale=1, stg_scale=0, rescaling_scale=1,
+                  skip_block_list=(42,))
 _DISTILLED_FIRST = PassSettings(
-    num_inference_steps=None, timesteps=(1.0000, 0.9937, 0.9875, 0.9812, 0.9750, 0.9094, 0.7250),
-    guidance_scale=1, stg_scale=0, rescaling_scale=1, skip_block_list=(42,))
-_DISTILLED_SECOND = PassSettings(
-    num_inference_steps=None, timesteps=(0.9094, 0.7250, 0.4219), guidance_scale=1,
-    stg_scale=0, rescaling_scale=1, skip_block_list=(42,))
+    timesteps=(1.0000, 0.9937, 0.9875, 0.9812, 0.9750, 0.9094, 0.7250), **_DISTILLED)
+_DISTILLED_SECOND = PassSettings(timesteps=(0.9094, 0.7250, 0.4219), **_DISTILLED)
 #: Per release: ``configs/ltxv-13b-0.9.8-dev.yaml``, ``...-13b-0.9.8-distilled.yaml`` (the
 #: second pass tone-maps with ratio 0.6), ``...-2b-0.9.8-distilled.yaml``.
 DEFAULTS = {
@@ -223,9 +192,8 @@ def defaults_for(variant: str) -> ReleaseDefaults:
 # ----------------------------------------------------------------------------- the release
 @dataclass(frozen=True, kw_only=True)
 class Release(base.Release):
-    """An LTX-Video release folder (:class:`vidax.pipelines.base.Release`): the single DiT+VAE
-    file, T5, the tokenizer, optionally the spatial upscaler; the configs from the file's
-    metadata and ``text_encoder/config.json``; the file's scheduler and allowed timesteps."""
+    """An LTX-Video release folder (:class:`vidax.pipelines.base.Release`) with the release
+    file's scheduler and allowed timesteps."""
 
     scheduler: RectifiedFlowScheduler
     allowed_inference_steps: tuple[float, ...] | None = None
@@ -237,43 +205,34 @@ class Release(base.Release):
                 vae.spatial_downscale_factor)
 
 
-def _metadata_config(path) -> dict:
-    with open_checkpoint(path) as ckpt:
-        metadata = ckpt.metadata
-    if "config" not in metadata:
-        raise VidaxError(f"{path}: the file's metadata has no 'config'; LTX-Video release files "
-                         "carry their models' and scheduler's settings there")
-    try:
-        config = json.loads(metadata["config"])
-    except ValueError as e:
-        raise VidaxError(f"{path}: the metadata 'config' is not valid JSON ({e})") from e
-    for section in ("transformer", "vae", "scheduler"):
-        if not isinstance(config.get(section), dict):
-            raise VidaxError(f"{path}: the metadata config has no '{section}' section (it has "
-                             f"{sorted(config)}); is this an LTX-Video release file?")
+def _file_config(spec, path, metadata: dict | None = None):
+    """A component's config from its file's metadata (the registry's ``config_from_metadata``,
+    which checks the sections); one error where the file has none."""
+    if metadata is None:
+        with open_checkpoint(path) as ckpt:
+            metadata = ckpt.metadata
+    config = spec.config_from_file_metadata(metadata, str(path))
+    if config is None:
+        raise VidaxError(f"{path}: the file's metadata has no 'config' (where LTX-Video files "
+                         "carry their models' and scheduler's settings)")
     return config
 
 
 def inspect_folder(folder, variant: str | None = None) -> Release:
     """Every component of an LTX-Video release folder, without reading a weight: one
-    ``ltxv-*.safetensors`` (DiT + VAE), ``text_encoder/`` (transformers' T5EncoderModel),
-    ``tokenizer/`` (``spiece.model`` or ``tokenizer.json``), optionally
-    ``ltxv-spatial-upscaler-*.safetensors``. ``variant`` (default: from the file name; any
-    other name gets the dev model's settings at a small default size)."""
-    from vidax.translator.mappings import ltx_video as mapping
-
+    ``ltxv-*.safetensors`` (DiT + VAE, the configs in its metadata), ``text_encoder/``
+    (transformers' T5EncoderModel), ``tokenizer/`` (``spiece.model`` or ``tokenizer.json``),
+    optionally ``ltxv-spatial-upscaler-*.safetensors``. ``variant`` (default: from the file
+    name; any other name gets the dev model's settings at a small default size)."""
     folder = open_folder(folder, "LTX-Video", VARIANTS, variant,
                          "ltxv-*.safetensors, text_encoder/, tokenizer/")
     upscalers = sorted(folder.glob(UPSAMPLER_PATTERN))
     singles = sorted(p for p in folder.glob("ltxv-*.safetensors") if p not in upscalers)
-    if len(singles) > 1:
-        raise VidaxError(f"{folder} holds {len(singles)} LTX-Video release files "
-                         f"({', '.join(p.name for p in singles)}); keep one per folder")
-    if len(upscalers) > 1:
-        raise VidaxError(f"{folder} holds several upscalers "
-                         f"({', '.join(p.name for p in upscalers)}); keep one")
-    tokenizer = folder / TOKENIZER_DIR
-    te_dir = folder / TEXT_ENCODER_DIR
+    for found, what in ((singles, "LTX-Video release files"), (upscalers, "upscalers")):
+        if len(found) > 1:
+            raise VidaxError(f"{folder} holds {len(found)} {what} "
+                             f"({', '.join(p.name for p in found)}); keep one per folder")
+    tokenizer, te_dir = folder / TOKENIZER_DIR, folder / TEXT_ENCODER_DIR
     specs = {"dit": registry.get(MODEL_TYPE, "dit"), "vae": registry.get(MODEL_TYPE, "vae"),
              "text_encoder": registry.get("t5", "encoder", layout="transformers")}
     files = find_files(
@@ -287,30 +246,27 @@ def inspect_folder(folder, variant: str | None = None) -> Release:
              (tokenizer / "tokenizer.json").is_file() or (tokenizer / "spiece.model").is_file()))
             if not ok])
     single = singles[0]
-    config = _metadata_config(single)
+    with open_checkpoint(single) as ckpt:
+        metadata = ckpt.metadata
+    configs = {key: _file_config(specs[key], single, metadata) for key in ("dit", "vae")}
+    config = metadata_config(metadata, str(single))
+    if not isinstance(config.get("scheduler"), dict):
+        raise VidaxError(f"{single}: the metadata config has no 'scheduler' section (it has "
+                         f"{sorted(config)}); is this an LTX-Video release file?")
     try:
-        te_config = T5Config.from_dict(read_json_config(te_dir / "config.json"))
+        configs["text_encoder"] = te = T5Config.from_dict(read_json_config(te_dir / "config.json"))
     except (ValueError, TypeError, KeyError) as e:
         raise VidaxError(f"{te_dir / 'config.json'}: not a T5 encoder config ({e})") from e
-    metadata = {"config": json.dumps(config)}
-    configs = {"dit": mapping.dit_config(metadata, str(single)),
-               "vae": mapping.vae_config(metadata, str(single)), "text_encoder": te_config}
-    if configs["dit"].caption_channels != te_config.dim:
+    if configs["dit"].caption_channels != te.dim:
         raise VidaxError(f"{single}: the DiT reads text of width "
-                         f"{configs['dit'].caption_channels}, but {te_dir} encodes "
-                         f"{te_config.dim}")
+                         f"{configs['dit'].caption_channels}, but {te_dir} encodes {te.dim}")
     files.update(dit=single, vae=single, tokenizer=tokenizer)
     if upscalers:
-        files["upsampler"], specs["upsampler"] = upscalers[0], registry.get(MODEL_TYPE,
-                                                                            "upsampler")
-        with open_checkpoint(upscalers[0]) as ckpt:
-            configs["upsampler"] = mapping.upsampler_config(ckpt.metadata, str(upscalers[0]))
-        if configs["upsampler"] is None:
-            raise VidaxError(f"{upscalers[0]}: the file's metadata has no 'config' (the "
-                             "upscaler's settings)")
+        up, specs["upsampler"] = upscalers[0], registry.get(MODEL_TYPE, "upsampler")
+        files["upsampler"], configs["upsampler"] = up, _file_config(specs["upsampler"], up)
         if configs["upsampler"].in_channels != configs["vae"].latent_channels:
-            raise VidaxError(f"{upscalers[0]} upsamples {configs['upsampler'].in_channels}-"
-                             f"channel latents; the VAE makes {configs['vae'].latent_channels}")
+            raise VidaxError(f"{up} upsamples {configs['upsampler'].in_channels}-channel "
+                             f"latents; the VAE makes {configs['vae'].latent_channels}")
     allowed = config.get("allowed_inference_steps")
     variant = variant or _FILE_VARIANTS.get(single.stem, "custom")
     return Release(folder, RELEASE_TASK, variant, defaults_for(variant), configs, files, specs,
@@ -324,34 +280,34 @@ def preprocess_image(image: np.ndarray, height: int, width: int) -> np.ndarray:
     """uint8 ``[H, W, 3]`` -> the float32 [-1, 1] conditioning frame at its own resolution,
     cropped to the aspect ratio of ``height x width``: their
     ``load_image_to_tensor_with_resize_and_crop(just_crop=True)`` (centre crop, blur,
-    ``x * 255 / 127.5 - 1``) without the CRF round trip. Each pass resizes it to its own size
-    (their ``_resize_conditioning_item``, :func:`vidax.pipelines.image.resize_bilinear`)."""
+    ``x * 255 / 127.5 - 1``) without the CRF round trip. Each pass resizes it to its size."""
     x = crop_to_aspect(image, height, width).astype(np.float32) / np.float32(255)
     x = gaussian_blur(x) * np.float32(255)
     return x / np.float32(127.5) - np.float32(1)
 
 
 @dataclass(frozen=True)
-class Draws:
-    """A pass's explicit random numbers (each None: drawn from the request's seed):
-    ``initial`` ``[F', h, w, C]`` (the request's ``noise`` wins); ``encode``, the VAE posterior
-    sample's noise for the image latent ``[1, h, w, C]``; ``conditioning``, per step ``[F', h,
-    w, C]``, the re-noising of the image tokens; ``decode`` ``[F', h, w, C]``, mixed in."""
+class Draws(base.Draws):
+    """A pass's explicit random numbers, :class:`vidax.pipelines.base.Draws` (``initial``
+    ``[F', h, w, C]``, ``encode`` for the image latent) with ``conditioning``, per step ``[N,
+    F', h, w, C]``, the re-noising of the image tokens, and ``decode`` ``[F', h, w, C]``."""
 
-    initial: np.ndarray | None = None
-    encode: np.ndarray | None = None
     conditioning: np.ndarray | None = None
     decode: np.ndarray | None = None
+
+
+def pass_keys(seed: int, index: int) -> jax.Array:
+    """Pass ``index``'s four streams: initial, encode, conditioning, decode."""
+    return jax.random.split(jax.random.fold_in(jax.random.key(seed), index), 4)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Request(base.Request):
     """:class:`vidax.pipelines.base.Request` with the passes: ``settings`` (the first, or
-    only, pass) and ``second_settings``; ``multiscale`` None chooses multi-scale when the
-    release has the spatial upscaler. ``image`` is the float32 [-1, 1] conditioning frame
-    (:func:`preprocess_image`), ``noise`` the first pass's initial noise, ``draws`` a
-    :class:`Draws` (the first pass's) or one per pass. ``vae_stride`` is the VAE's scale
-    factors (time, height, width)."""
+    only) and ``second_settings``; ``multiscale`` None: multi-scale when the release has the
+    spatial upscaler. ``image``: the [-1, 1] frame (:func:`preprocess_image`); ``noise``: the
+    first pass's; ``draws``: a :class:`Draws` (the first pass's) or one per pass;
+    ``vae_stride``: the VAE's scale factors (time, height, width)."""
 
     settings: PassSettings
     second_settings: PassSettings
@@ -369,8 +325,7 @@ class Request(base.Request):
 
     def pass_sizes(self) -> list[tuple[int, int]]:
         """Each pass's (width, height): the requested size, or (multi-scale) their
-        ``LTXMultiScalePipeline``'s ``int(size * downscale_factor)`` floored to the VAE's
-        factor, then twice that."""
+        ``int(size * downscale_factor)`` floored to the VAE's factor, then twice that."""
         if not self.multiscale:
             return [self.size]
         s = self.vae_stride[1]
@@ -397,22 +352,21 @@ class Request(base.Request):
         return (draws[index] if index < len(draws) else None) or Draws()
 
 
+#: The request fields that come from the release's defaults as they are.
+_FROM_DEFAULTS = ("stg_mode", "decode_timestep", "decode_noise_scale", "image_cond_noise_scale",
+                  "downscale_factor")
+
+
 def make_request(task: str, variant: str, prompt: str, *, negative_prompt=None, image=None,
                  last_image=None, steps=None, guidance_scale=None, shift=None,
                  sample_solver=None, noise=None, settings: PassSettings | None = None,
                  second_settings: PassSettings | None = None, multiscale: bool | None = None,
                  draws=None, release: Release | None = None, **options) -> Request:
-    """Validate and resolve a generation's options (None: the release's default; ``frames``,
-    ``size``, ``seed``, ``fps`` as :meth:`base.Request.resolve`).
-
-    ``task`` is the release's (:data:`RELEASE_TASK`): an ``image`` makes it image-to-video.
-    ``steps`` replaces the dev schedule's step count; ``guidance_scale`` replaces the
-    per-timestep CFG list by one scale (both apply to the first pass); ``settings`` /
-    ``second_settings`` replace the passes. ``multiscale``: None runs the authors'
-    multi-scale pipeline when the release has the spatial upscaler, else one pass at the
-    output size. ``release`` gives the VAE's scale factors and latent width (default: the
-    0.9.8 VAE's).
-    """
+    """Validate and resolve a generation's options (None: the release's default; the shared
+    ones as :meth:`base.Request.resolve`). ``task``: the release's (:data:`RELEASE_TASK`); an
+    ``image`` makes it image-to-video. ``steps`` / ``guidance_scale`` replace the first pass's
+    step count / per-timestep CFG list; ``settings`` / ``second_settings`` the passes.
+    ``release`` gives the VAE's factors and latent width (default: the 0.9.8 VAE's)."""
     if task not in (RELEASE_TASK, *TASKS):
         raise VidaxError(f"LTX-Video task must be one of {TASKS}, got {task!r}")
     base.refuse("LTX-Video", last_image=(last_image, "it takes one conditioning image "
@@ -433,9 +387,7 @@ def make_request(task: str, variant: str, prompt: str, *, negative_prompt=None, 
         size_why="the VAE's spatial compression", vae_stride=tuple(factors),
         latent_channels=128 if release is None else release.configs["vae"].latent_channels,
         settings=settings, second_settings=second_settings or d.second_pass,
-        multiscale=multiscale, draws=draws, stg_mode=d.stg_mode,
-        decode_timestep=d.decode_timestep, decode_noise_scale=d.decode_noise_scale,
-        image_cond_noise_scale=d.image_cond_noise_scale, downscale_factor=d.downscale_factor,
+        multiscale=multiscale, draws=draws, **{k: getattr(d, k) for k in _FROM_DEFAULTS},
         **options)
     if steps is not None:
         settings = dataclasses.replace(settings, num_inference_steps=request.steps)
@@ -493,31 +445,24 @@ class StepKind:
         return ((1,) if self.cfg else ()) + (0,) + ((0,) if self.stg else ())
 
 
-def _std(x: jax.Array) -> jax.Array:
-    """torch's ``.std(dim=1)`` (unbiased) of ``[B, n]``."""
-    return jnp.std(x, axis=1, ddof=1, keepdims=True)
-
-
 def guide(flat: jax.Array, kind: StepKind, g, s, r) -> jax.Array:
-    """Their guidance of the DiT's outputs ``[len(kind.rows), n]`` -> ``[1, n]``: CFG
-    (CFG-star first), STG, its rescaling."""
-    if kind.stg:
-        text, perturbed = flat[-2:-1], flat[-1:]
+    """Their guidance of the DiT's outputs ``[len(kind.rows), n]`` (rows ``[negative, prompt,
+    perturbed]`` as the step runs them) -> ``[1, n]``: CFG (CFG-star first), STG, its
+    rescaling by torch's unbiased ``.std(dim=1)``."""
+    text = pred = flat[1:2] if kind.cfg else flat[:1]
     if kind.cfg:
-        uncond, text = flat[:1], flat[1:2]
+        uncond = flat[:1]
         if kind.cfg_star:
             alpha = (jnp.sum(text * uncond, axis=1, keepdims=True)
                      / (jnp.sum(uncond ** 2, axis=1, keepdims=True) + 1e-8))
             uncond = alpha * uncond
         pred = uncond + g * (text - uncond)
-    elif kind.stg:
-        pred = text
-    else:
-        pred = flat
     if kind.stg:
-        pred = pred + s * (text - perturbed)
+        pred = pred + s * (text - flat[-1:])
         if kind.rescale:
-            pred = pred * (r * (_std(text) / _std(pred)) + (1 - r))
+            def std(x):
+                return jnp.std(x, axis=1, ddof=1, keepdims=True)
+            pred = pred * (r * (std(text) / std(pred)) + (1 - r))
     return pred
 
 
@@ -530,19 +475,17 @@ _decode_plain = nnx.jit(lambda vae, latents: vae.decode(vae.denormalize(latents)
 
 
 class LTXVideoPipeline(PipelineBase):
-    """A loaded LTX-Video release (:class:`vidax.pipelines.base.PipelineBase`); options are
-    :func:`make_request`'s. :meth:`sample` returns the final (normalised) latents,
-    :meth:`decode` turns them into frames at the request's size."""
+    """A loaded LTX-Video release; options are :func:`make_request`'s. :meth:`sample` returns
+    the final (normalised) latents, :meth:`decode` frames at the request's size; both take
+    ``draws`` (a :class:`Draws` per pass)."""
 
     NAME = "LTX-Video"
     make_request = staticmethod(make_request)
     upsampler = None   # the spatial upscaler, where the folder has it
 
     def param_dtype(self, component: str):
-        """T5 (the registry's ``encoder``) in the text encoder's dtype, the upscaler in the
-        VAE's."""
-        return base.component_dtype(self.precision, {"encoder": "text_encoder",
-                                                     "upsampler": "vae"}.get(component, component))
+        """The upscaler in the VAE's dtype."""
+        return super().param_dtype("vae" if component == "upsampler" else component)
 
     def setup(self) -> None:
         from vidax.text import load_tokenizer
@@ -571,15 +514,23 @@ class LTXVideoPipeline(PipelineBase):
 
     def encode_image(self, frame: np.ndarray, noise) -> jax.Array:
         """The normalised latent ``[1, 1, h, w, C]`` of a [-1, 1] frame ``[H, W, 3]``: a
-        posterior sample with the given standard-normal ``noise [1, h, w, C]``."""
+        posterior sample with the standard-normal ``noise [1, h, w, C]``."""
         video = self._place(np.asarray(frame, np.float32)[None, None])
         z = self.vae.encode(video, noise=self._place(np.asarray(noise, np.float32)[None]))
         return self.vae.normalize(z)
 
-    def _resolve(self, request: Request) -> Request:
-        """The request checked against this release: its VAE's factors (``vidax generate``
-        makes requests before loading, with the 0.9.8 VAE's) and, for ``multiscale=None``,
-        multi-scale exactly when the spatial upscaler is loaded."""
+    def resolve(self, prompt=None, request: Request | None = None, draws=None,
+                options=None) -> Request:
+        """The request (else one from ``prompt`` and ``options``) with ``draws``, checked
+        against this release: its VAE's factors (``vidax generate`` makes requests before
+        loading, with the 0.9.8 VAE's); ``multiscale=None``: exactly when the upscaler is
+        loaded."""
+        if request is None:
+            request = self.request(prompt, draws=draws, **(options or {}))
+        elif prompt is not None or options:
+            raise VidaxError("pass either a request or a prompt with options, not both")
+        elif draws is not None:
+            request = dataclasses.replace(request, draws=draws)
         factors = self.release.vae_scale_factors
         channels = self.release.configs["vae"].latent_channels
         multiscale = (self.upsampler is not None if request.multiscale is None
@@ -590,9 +541,6 @@ class LTXVideoPipeline(PipelineBase):
         if request.stg_mode not in SKIP_LAYER_STRATEGIES:
             raise VidaxError(f"stg_mode {request.stg_mode!r} is not one of "
                              f"{SKIP_LAYER_STRATEGIES}")
-        if (request.vae_stride, request.latent_channels, request.multiscale) == \
-                (factors, channels, multiscale):
-            return request
         check_frames(request.frames, factors[0])
         check_size(request.size, factors[1], "the VAE's spatial compression")
         resolved = dataclasses.replace(request, vae_stride=factors, latent_channels=channels,
@@ -600,32 +548,22 @@ class LTXVideoPipeline(PipelineBase):
         return resolved if request.noise is None else resolved.with_noise(
             request.noise.reshape(-1, request.latent_channels))
 
-    def _draw(self, request: Request, index: int, slot: int, given, shape) -> np.ndarray:
-        """Pass ``index``'s random numbers of one kind (``slot``: 0 initial, 1 encode, 2
-        conditioning, 3 decode): the given ones, else from the seed."""
-        if given is not None:
-            return np.asarray(given, np.float32).reshape(shape)
-        keys = jax.random.split(jax.random.fold_in(jax.random.key(request.seed), index), 4)
-        return np.asarray(jax.random.normal(keys[slot], shape, jnp.float32))
-
     # ------------------------------------------------------------------------- sampling
     def sample(self, prompt: str | None = None, *, request: Request | None = None,
                draws: Draws | tuple[Draws, Draws] | None = None, **options) -> np.ndarray:
         """The final latents ``[F', h, w, C]`` (float32, normalised as the DiT sees them): one
-        pass, or (multi-scale) the second pass's. ``draws``: explicit random numbers, a
-        :class:`Draws` per pass (a pair for multi-scale)."""
-        return super().sample(request=self._with_draws(prompt, request, draws, options))
+        pass, or (multi-scale) the second pass's."""
+        return super().sample(request=self.resolve(prompt, request, draws, options))
 
-    def _with_draws(self, prompt, request, draws, options) -> Request:
-        if request is None:
-            return self.request(prompt, draws=draws, **options)
-        if prompt is not None or options:
-            raise VidaxError("pass either a request or a prompt with options, not both")
-        return request if draws is None else dataclasses.replace(request, draws=draws)
+    def __call__(self, prompt: str | None = None, *, request: Request | None = None,
+                 draws=None, **options) -> np.ndarray:
+        """uint8 frames ``[F, H, W, 3]``."""
+        request = self.resolve(prompt, request, draws, options)
+        return self.decode(self.sample(request=request), request)
 
     def prepare(self, request: Request) -> Run:
         """The first pass: the text encoded (for every pass), its latents and steps."""
-        request = self._resolve(request)
+        request = self.resolve(request=request)
         with self._progress.phase("encoding the prompt and the negative prompt"):
             context, context_mask = self.encode_text([request.prompt, request.negative_prompt])
         return self.prepare_pass(request, 0, {"context": context, "context_mask": context_mask})
@@ -643,9 +581,9 @@ class LTXVideoPipeline(PipelineBase):
         if bad:
             raise VidaxError(f"timesteps {bad} are not among the release file's "
                              f"allowed_inference_steps {list(allowed)}")
-        given = request.given_draws(index)
-        initial = request.noise if index == 0 and request.noise is not None else given.initial
-        latents = self._place(self._draw(request, index, 0, initial, shape)[None])
+        given, keys = request.given_draws(index), pass_keys(request.seed, index)
+        latents = self._place((request.noise if index == 0 and request.noise is not None
+                               else given.pick("initial", keys[0], shape))[None])
         if start is not None:
             # their prepare_latents: ``t0 * noise + (1 - t0) * latents``
             t0 = np.float32(schedule[0])
@@ -659,15 +597,13 @@ class LTXVideoPipeline(PipelineBase):
                  "guidance": settings.per_step(schedule)}
         if request.image is not None:
             with self._progress.phase("encoding the image"):
-                frame = resize_bilinear(request.image, size[1], size[0])
-                image_latent = self.encode_image(
-                    frame, self._draw(request, index, 1, given.encode, (1, *shape[1:])))
+                image_latent = self.encode_image(resize_bilinear(request.image, size[1], size[0]),
+                                                 given.pick("encode", keys[1], (1, *shape[1:])))
             latents = latents.at[:, :1].set(image_latent.astype(jnp.float32))
             mask = np.zeros((1, *shape[:3]), np.float32)
             mask[:, 0] = 1.0
             inputs.update(cond_mask=self._place(mask), init=latents.copy())
-            extra["conditioning"] = self._draw(request, index, 2, given.conditioning,
-                                               (len(schedule), *shape))
+            extra["conditioning"] = given.pick("conditioning", keys[2], (len(schedule), *shape))
         return Run(latents, RectifiedFlowSteps(schedule), inputs, nnx.split(self.dit),
                    f"{len(schedule)} steps", extra)
 
@@ -688,11 +624,12 @@ class LTXVideoPipeline(PipelineBase):
         per-token timestep ``min(t, 1 - mask)`` (the DiT's and the scheduler's), the image
         tokens' re-noising."""
         step, cond_mask = run.extra["guidance"][index], run.inputs["cond_mask"]
-        kind = StepKind(step.cfg, step.stg, step.stg and step.rescaling_scale != 1.0,
+        stg = step.stg_scale > 0
+        kind = StepKind(step.guidance_scale > 1.0, stg, stg and step.rescaling_scale != 1.0,
                         run.extra["settings"].cfg_star_rescale, request.stg_mode,
                         self.release.vae_scale_factors)
         mask = (skip_layer_mask(self.dit.config.num_layers, len(kind.rows), step.skip_blocks)
-                if step.stg else None)
+                if stg else None)
         timestep = jnp.broadcast_to(jnp.float32(t), (1, *run.extra["shape"]))
         if cond_mask is not None:
             timestep = jnp.minimum(timestep, 1.0 - cond_mask)
@@ -757,14 +694,14 @@ class LTXVideoPipeline(PipelineBase):
 
     def decode_unit(self, latents, request: Request, draws: Draws | None = None) -> np.ndarray:
         """Normalised latents -> float32 frames in [0, 1] ``[F, H, W, 3]`` as their pipeline's
-        ``output_type="pt"``: decode noise (``draws.decode``, else the last pass's from the
-        request), tone mapping, the timestep-conditioned VAE, ``(x / 2 + 0.5).clamp(0, 1)``,
-        and (multi-scale) their bilinear resize to the requested size."""
-        request = self._resolve(request)
+        ``output_type="pt"``: decode noise (``draws.decode``, else the last pass's), tone
+        mapping, the timestep-conditioned VAE, ``(x / 2 + 0.5).clamp(0, 1)``, and
+        (multi-scale) their bilinear resize to the requested size."""
+        request = self.resolve(request=request)
         latents = self._place(np.asarray(latents, np.float32)[None])
         last = len(request.pass_sizes()) - 1
-        given = draws.decode if draws is not None else request.given_draws(last).decode
-        noise = self._draw(request, last, 3, given, tuple(latents.shape[1:]))
+        noise = (draws or request.given_draws(last)).pick(
+            "decode", pass_keys(request.seed, last)[3], tuple(latents.shape[1:]))
         # the tone mapping of the pass that decodes in the authors' configs (the second);
         # a single pass uses its own where it sets one
         ratio = request.second_settings.tone_map_compression_ratio
@@ -781,12 +718,6 @@ class LTXVideoPipeline(PipelineBase):
         if unit.shape[1:3] != (height, width):
             unit = np.stack([resize_bilinear(frame, height, width) for frame in unit])
         return unit
-
-    def __call__(self, prompt: str | None = None, *, request: Request | None = None,
-                 draws=None, **options) -> np.ndarray:
-        """uint8 frames ``[F, H, W, 3]``."""
-        request = self._resolve(self._with_draws(prompt, request, draws, options))
-        return self.decode(self.sample(request=request), request)
 
 
 Pipeline = LTXVideoPipeline
