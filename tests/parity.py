@@ -1,20 +1,9 @@
-"""What the numeric tests share (DESIGN.md §6).
-
-* The parity measure: max |vidax - reference| against ``rel_tol`` x std(reference), with the
-  correlation, printed and recorded (:func:`compare`; :func:`assert_parity` and its negative
-  control :func:`assert_fails`), and the random values put in every tensor of a reference
-  (:func:`randomize`).
-* Copies of a saved reference file with tensors exchanged or edited, in the file's own format
-  (:func:`edited_copy`, :func:`swap`, :func:`swap_prefixes`): the negative controls.
-* Two harnesses for the oracles that recur across families: :class:`VAECase` (a tiny
-  reference VAE saved in its release layout, its inputs and outputs; encode/decode parity and
-  negative controls, diffusers' posterior API included) and :class:`DecoderLMCase` (a tiny
-  transformers decoder language model saved by ``save_pretrained`` in the layouts vidax
-  reads, and every hidden state of its calls).
-
-torch is imported only where a function needs it, so a module that takes
-:func:`compare` alone does not pay for importing it.
-"""
+"""What the numeric tests share (DESIGN.md §6): the parity measure (:func:`compare`,
+:func:`assert_parity`, :func:`assert_fails` for a negative control), the random values put in
+every tensor of a reference (:func:`randomize`), edited copies of a saved reference for the
+negative controls (:func:`edited_copy`), abstract models for the bad-input tests
+(:class:`AbstractModel`), and two harnesses: :class:`VAECase` and :class:`DecoderLMCase`.
+torch is imported only by the functions that use it."""
 
 from __future__ import annotations
 
@@ -102,68 +91,62 @@ def to_channels_last(x) -> np.ndarray:
     return x.permute(0, 2, 3, 4, 1).numpy()
 
 
-def abstract_call(model, method: str | None, *args, **kwargs):
-    """``model.method(*args, **kwargs)`` (``model(...)`` for ``method=None``) traced on the
-    model's abstract state (``jax.eval_shape``): nothing is computed or compiled, and an
-    input check raises as it would in a real call."""
-    import jax
-    from flax import nnx
-
-    graphdef, state = nnx.split(model)
-
-    def run(state):
-        merged = nnx.merge(graphdef, state)
-        return (merged if method is None else getattr(merged, method))(*args, **kwargs)
-
-    return jax.eval_shape(run, state)
-
-
 class AbstractModel:
-    """A model built by ``nnx.eval_shape(build)`` (no weights: shapes only), whose calls --
-    ``m(...)``, ``m.encode(...)`` -- are traced by :func:`abstract_call`. For the bad-input
-    tests, which need the model's structure and its checks, not its numbers."""
+    """The model ``build()`` makes, built by ``nnx.eval_shape`` (shapes, no weights), whose
+    calls -- ``m(...)``, ``m.encode(...)`` -- are traced by ``jax.eval_shape``: nothing is
+    computed or compiled, and an input check raises as in a real call."""
 
     def __init__(self, build: Callable[[], Any]):
         from flax import nnx
 
-        self.module = nnx.eval_shape(build)
+        self.graphdef, self.state = nnx.split(nnx.eval_shape(build))
+
+    def _trace(self, method: str | None, *args, **kwargs):
+        import jax
+        from flax import nnx
+
+        def run(state):
+            model = nnx.merge(self.graphdef, state)
+            return (model if method is None else getattr(model, method))(*args, **kwargs)
+        return jax.eval_shape(run, self.state)
 
     def __call__(self, *args, **kwargs):
-        return abstract_call(self.module, None, *args, **kwargs)
+        return self._trace(None, *args, **kwargs)
+
+    def shapes(self, method: str, *args):
+        """The output shapes of ``method(*args)`` on abstract inputs (``jax.ShapeDtypeStruct``
+        trees, ``None``, or a tuple of ints for a float32 array): a full-size forward traced
+        without memory."""
+        import jax
+        from flax import nnx
+
+        args = [jax.ShapeDtypeStruct(a, np.float32) if isinstance(a, tuple) and a
+                and all(isinstance(n, int) for n in a) else a for a in args]
+        return jax.eval_shape(lambda state, *args: getattr(nnx.merge(self.graphdef, state),
+                                                           method)(*args), self.state, *args)
 
     def __getattr__(self, name: str):
-        return lambda *args, **kwargs: abstract_call(self.module, name, *args, **kwargs)
+        return lambda *args, **kwargs: self._trace(name, *args, **kwargs)
 
 
 # ----------------------------------------------------------------------------- tensor files
-def _read_tensors(path: Path) -> tuple[dict, dict | None]:
-    """A file's tensors (numpy for safetensors, torch for a ``torch.save``'d dict) and, for
-    safetensors, its ``__metadata__``."""
-    if path.suffix == ".safetensors":
-        import safetensors
-        import safetensors.numpy
-
-        with safetensors.safe_open(str(path), "np") as f:
-            metadata = f.metadata()
-        return safetensors.numpy.load_file(str(path)), metadata
+def edited_copy(path: Path, out: Path, *edits: Callable[[dict], None]) -> Path:
+    """A copy of the tensor file ``path`` at ``out`` after each ``edit(tensors)``, in the same
+    format: safetensors (numpy arrays, its metadata kept) or a ``torch.save`` dict."""
+    import safetensors.numpy
     import torch
 
-    return dict(torch.load(path, weights_only=True)), None
-
-
-def edited_copy(path: Path, out: Path, *edits: Callable[[dict], None]) -> Path:
-    """A copy of the tensor file ``path`` at ``out``, in the same format (safetensors with its
-    metadata, or a bare ``torch.save`` dict), after each ``edit(tensors)`` in turn."""
-    tensors, metadata = _read_tensors(Path(path))
+    if Path(path).suffix == ".safetensors":
+        with safetensors.safe_open(str(path), "np") as f:
+            metadata = f.metadata()
+        tensors = safetensors.numpy.load_file(str(path))
+    else:
+        tensors = dict(torch.load(path, weights_only=True))
     for edit in edits:
         edit(tensors)
     if Path(path).suffix == ".safetensors":
-        import safetensors.numpy
-
         safetensors.numpy.save_file(tensors, str(out), metadata=metadata)
     else:
-        import torch
-
         torch.save(tensors, out)
     return out
 
@@ -215,11 +198,49 @@ def count_chunk_traces(cls, log: list):
         yield
 
 
+def chunked_vae_run(case, cls) -> dict:
+    """vidax's side of a chunked VAE case (``videos`` / ``latents`` by frame count): the
+    model, the encode of every video and the unclamped decode of every latent batch, and the
+    traces of ``cls``' per-chunk methods they compiled (:func:`count_chunk_traces`)."""
+    model = case.load()
+    traces: list = []
+    with count_chunk_traces(cls, traces):
+        encoded = {t: np.asarray(model.encode(v)) for t, v in case["videos"].items()}
+        decoded = {t: model.decode(z, clamp=False) for t, z in case["latents"].items()}
+    return {"model": model, "encoded": encoded, "decoded": decoded, "traces": traces}
+
+
+def wan_vae_without_cache(model, video: np.ndarray, latents: np.ndarray):
+    """A Wan VAE's own per-chunk programs (``vidax.models.wan2_1.vae._encode_chunk`` /
+    ``_decode_chunk``, which Wan2.2 shares) over ``video`` (1 frame, then 4 at a time) and the
+    normalised ``latents`` (one frame at a time), with every chunk's cache zeroed -- as at the
+    start of a video -- instead of carried: (normalised mu, decoded video)."""
+    import jax
+    from flax import nnx
+
+    from vidax.models.wan2_1 import vae
+
+    graphdef, state = nnx.split(model)
+    mean, inv_std = model._statistics()
+    cache, mus = None, []
+    for start, stop in [(0, 1)] + [(i, i + 4) for i in range(1, video.shape[1], 4)]:
+        mu, _, cache = vae._encode_chunk(graphdef, state, video[:, start:stop], cache)
+        cache = jax.tree.map(np.zeros_like, cache)
+        mus.append(mu)
+    encoded = (np.concatenate(mus, axis=1) - mean) * inv_std
+    z, cache, frames = latents / inv_std + mean, None, []
+    for i in range(z.shape[1]):
+        out, cache = vae._decode_chunk(graphdef, state, z[:, i:i + 1], cache)
+        cache = jax.tree.map(np.zeros_like, cache)
+        frames.append(np.asarray(out))
+    return encoded, np.concatenate(frames, axis=1)
+
+
 @dataclasses.dataclass
 class VAECase:
-    """A tiny reference VAE saved in its release layout (``path``), what ``vidax.load`` needs
-    for it (``config``: ``None`` reads it from the file), its inputs and its outputs
-    (``expected``, channels-last), and the reference itself (``ref``) for further runs."""
+    """A tiny reference VAE saved in its release layout (``path``), the ``config`` for
+    ``vidax.load`` (``None``: from the file) and any ``load_options``, its inputs and its
+    outputs (``expected``, channels-last; both also as ``case[name]``), and ``ref`` itself."""
 
     family: str
     path: Path
@@ -227,31 +248,27 @@ class VAECase:
     inputs: dict
     expected: dict
     ref: Any = None
-    component: str = "vae"
+    load_options: dict = dataclasses.field(default_factory=dict)
 
     def __getitem__(self, key: str):
-        """An input or an expected output by name (``case["video"]``, ``case["mean"]``)."""
         return self.inputs[key] if key in self.inputs else self.expected[key]
 
     def load(self, path: Path | None = None, **kwargs):
-        kwargs.setdefault("config", self.config)
-        return vidax.load(self.family, self.component, path or self.path, **kwargs)
-
-    def edited(self, tmp_path: Path, *edits) -> Path:
-        """A copy of the file, under its own name in ``tmp_path``, with ``edits`` applied."""
-        return edited_copy(self.path, Path(tmp_path) / self.path.name, *edits)
+        kwargs = {"config": self.config, **self.load_options, **kwargs}
+        return vidax.load(self.family, "vae", path or self.path, **kwargs)
 
     def load_edited(self, tmp_path: Path, *edits, **kwargs):
-        """vidax's model from :meth:`edited`."""
-        return self.load(self.edited(tmp_path, *edits), **kwargs)
+        """vidax's model from an :func:`edited_copy` of the file (same name, in ``tmp_path``)."""
+        return self.load(edited_copy(self.path, Path(tmp_path) / self.path.name, *edits),
+                         **kwargs)
 
-    # --------------------------------------------- diffusers' posterior API, and vidax's
+    # ------------------------------- diffusers' posterior API (HunyuanVideo, CogVideoX, Wan)
     @classmethod
     def posterior(cls, family: str, path: Path, config, ref, *, video: tuple, latents: tuple,
                   seed: int = 1) -> VAECase:
-        """The case of a diffusers-style reference (``encode(x).latent_dist`` with ``mean`` and
-        ``logvar``, ``decode(z).sample``): one video and one latent batch drawn by
-        :func:`draw_inputs`, and the posterior mean, its log-variance and the decoded video."""
+        """The case of a reference with ``encode(x).latent_dist`` and ``decode(z).sample``:
+        a ``video`` and latents ``z`` (:func:`draw_inputs`) and its ``mean``, ``log_var`` and
+        ``decoded``."""
         import torch
 
         videos, zs = draw_inputs(seed, {"video": video}, {"z": latents})
@@ -264,8 +281,7 @@ class VAECase:
                     "decoded": to_channels_last(decoded)}, ref)
 
     def outputs(self, model, direction: str):
-        """vidax's side of :meth:`posterior`: ``(mean, log_var)`` of the video, unnormalised,
-        or the decoded latents, unclamped."""
+        """vidax's ``(mean, log_var)`` of the video (``encode``) or unclamped decode of ``z``."""
         if direction == "encode":
             mean, log_var = model.encode(self["video"], normalize=False, return_log_var=True)
             return np.asarray(mean), np.asarray(log_var)
@@ -285,10 +301,16 @@ class VAECase:
         np.testing.assert_allclose(model.decode(self["z"] * scale, clamp=True),
                                    np.clip(decoded, -1, 1), atol=1e-5)
 
+    def other_input(self, direction: str, frames: int, seed: int = 2) -> np.ndarray:
+        """A video to encode, or latents to decode, of batch 1 and ``frames`` frames."""
+        rng = np.random.default_rng(seed)
+        if direction == "encode":
+            return rng.uniform(-1, 1, (1, frames, *self["video"].shape[2:])).astype(np.float32)
+        return rng.standard_normal((1, frames, *self["z"].shape[2:])).astype(np.float32)
+
     def check_input(self, model, direction: str, x: np.ndarray, name: str,
                     record_property) -> np.ndarray:
-        """Another input through both sides: the posterior mean of a video, or the
-        unclamped decode of latents. Returns vidax's output."""
+        """Another input through both sides (the posterior mean, or the unclamped decode)."""
         import torch
 
         with torch.no_grad():
@@ -303,8 +325,7 @@ class VAECase:
 
     def check_negative(self, tmp_path: Path, direction: str, edit, name: str,
                        record_property) -> None:
-        """The file with ``edit`` applied must fail the bound: the posterior mean for
-        ``encode``, the decode for ``decode``."""
+        """The file with ``edit`` applied fails the bound (on the mean, or the decode)."""
         out = self.outputs(self.load_edited(tmp_path, edit), direction)
         out, ref = (out[0], self["mean"]) if direction == "encode" else (out, self["decoded"])
         assert_fails(name, out, ref, record_property)
@@ -312,8 +333,7 @@ class VAECase:
     def check_unmasked_attention_fails(self, vae_module, monkeypatch, name: str,
                                        record_property) -> None:
         """The same weights with ``vae_module.attention`` called without its frame-causal
-        mask fail the bound on the posterior mean. Traced afresh (a new jitted function), so
-        no program compiled with the mask is reused."""
+        mask fail the bound on the mean (a new jitted function: nothing compiled is reused)."""
         import jax
         import jax.numpy as jnp
         from flax import nnx
@@ -348,7 +368,6 @@ class DecoderLMCase:
     mask: np.ndarray
     ref: dict
     model: Any = None
-    extra: dict = dataclasses.field(default_factory=dict)
 
     @classmethod
     def build(cls, root: Path, family: str, config_cls, make: Callable[[], Any],
@@ -382,17 +401,11 @@ class DecoderLMCase:
         path = self.root / where if isinstance(where, str) else where
         return vidax.load(self.family, "text_encoder", path, config=self.config)
 
-    def compare_all(self, name: str, ours, key: str, record_property) -> list[dict]:
-        """:func:`compare` for every hidden state (``name[i]``) against ``ref[key]``."""
-        ref = self.ref[key]
-        assert len(ours) == len(ref) == self.num_layers + 1
-        return [compare(f"{name}[{i}]", np.asarray(o), r, record_property)
-                for i, (o, r) in enumerate(zip(ours, ref))]
-
     def check_all(self, name: str, ours, key: str, record_property) -> None:
-        """Every hidden state within its own bound."""
-        for stats in self.compare_all(name, ours, key, record_property):
-            assert stats["max_abs_diff"] <= stats["bound"], stats
+        """Every hidden state (``name[i]``) within its own bound of ``ref[key][i]``."""
+        assert len(ours) == len(self.ref[key]) == self.num_layers + 1
+        for i, (o, r) in enumerate(zip(ours, self.ref[key])):
+            assert_parity(f"{name}[{i}]", np.asarray(o), r, record_property)
 
     def swapped_file(self, tmp_path: Path, layout: str, *pairs: tuple[str, str]) -> Path:
         """``root/<layout>/model.safetensors`` with each pair of tensors that it holds

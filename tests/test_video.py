@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from vidax import video
 from vidax.errors import VidaxError
@@ -22,6 +21,8 @@ def _smooth_frames(frames: int, height: int, width: int) -> np.ndarray:
 def test_to_uint8_is_the_authors_cache_video():
     """``cache_video``: clamp to value_range, make_grid(normalize=True) -> (x - low) /
     (high - low), * 255, ``.type(torch.uint8)`` (truncation), float32 throughout."""
+    import torch
+
     x = np.random.default_rng(0).uniform(-1.3, 1.3, (5, 8, 10, 3)).astype(np.float32)
     x[0, 0, :4, 0] = [-1.0, 1.0, 0.0, 1 / 255]
     t = torch.from_numpy(x).clamp(-1, 1)

@@ -9,7 +9,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import torch
 
 from vidax.nn import Conv, ConvTranspose, KeyGen, LayerNorm, Linear, RMSNorm
 from vidax.translator import converter
@@ -28,6 +27,8 @@ def _channels_last(t):
 
 
 def test_linear_matches_torch():
+    import torch
+
     torch.manual_seed(0)
     ref = torch.nn.Linear(7, 5)
     ours = Linear(7, 5, keys=KeyGen(0))
@@ -43,6 +44,8 @@ def test_linear_matches_torch():
     (3, (1, 2, 2), (1, 2, 2), (0, 0, 0)),   # Wan's patch embedding
 ])
 def test_conv_matches_torch(dims, kernel, stride, padding):
+    import torch
+
     torch.manual_seed(0)
     ref = getattr(torch.nn, f"Conv{dims}d")(4, 6, kernel, stride=stride, padding=padding)
     ours = Conv(4, 6, kernel, keys=KeyGen(0), stride=stride, padding=padding)
@@ -58,6 +61,8 @@ def test_conv_matches_torch(dims, kernel, stride, padding):
     (2, (3, 3), (2, 2), (1, 1), (1, 1)),
 ])
 def test_conv_transpose_matches_torch(dims, kernel, stride, padding, out_pad):
+    import torch
+
     torch.manual_seed(0)
     ref = getattr(torch.nn, f"ConvTranspose{dims}d")(4, 6, kernel, stride=stride,
                                                      padding=padding, output_padding=out_pad)
@@ -71,6 +76,8 @@ def test_conv_transpose_matches_torch(dims, kernel, stride, padding, out_pad):
 
 def test_wrong_layout_fails():
     """Negative control: a conv weight laid out as if it were linear-transposed differs."""
+    import torch
+
     torch.manual_seed(0)
     ref = torch.nn.Conv1d(4, 4, 3, padding=1)
     ours = Conv(4, 4, (3,), keys=KeyGen(0), padding=1)
@@ -83,6 +90,8 @@ def test_wrong_layout_fails():
 
 
 def test_norms_match_torch():
+    import torch
+
     torch.manual_seed(0)
     x = torch.randn(3, 16) * 3 + 1
     ln = torch.nn.LayerNorm(16, eps=1e-6)

@@ -357,6 +357,34 @@ def wan2_1_dit_state(cfg) -> dict:
 
 
 # ----------------------------------------------------------------------------- Wan VAEs
+def authors_vae(cfg):
+    """The authors' ``WanVAE_`` at a vidax ``WanVAEConfig`` (Wan2.1, ``wan/modules/vae2_1.py``)
+    or ``Wan22VAEConfig`` (Wan2.2, ``vae2_2.py``: the one with a ``dec_dim``), in eval mode."""
+    wan2_2 = hasattr(cfg, "dec_dim")
+    module = vae2_2_module() if wan2_2 else vae2_1_module()
+    return module.WanVAE_(dim=cfg.dim, z_dim=cfg.z_dim, dim_mult=list(cfg.dim_mult),
+                          num_res_blocks=cfg.num_res_blocks, attn_scales=[],
+                          temperal_downsample=list(cfg.temporal_downsample), dropout=0.0,
+                          **({"dec_dim": cfg.dec_dim} if wan2_2 else {})).eval()
+
+
+def vae_case(family: str, cfg, path: Path, *, videos: dict, latents: dict):
+    """A ``tests.parity.VAECase`` of the authors' tiny VAE (:func:`authors_vae`, random values
+    in every tensor, seed 0) saved with ``torch.save(state_dict())`` at ``path``: the inputs
+    drawn by ``tests.parity.draw_inputs`` (seed 1; ``videos`` / ``latents``: frame count ->
+    shape) and the outputs of :func:`vae_outputs`."""
+    import torch
+
+    from tests.parity import VAECase, draw_inputs, randomize
+
+    ref = authors_vae(cfg)
+    randomize(ref.named_parameters(), seed=0)
+    torch.save(ref.state_dict(), path)
+    videos, latents = draw_inputs(1, videos, latents)
+    return VAECase(family, path, cfg, {"videos": videos, "latents": latents},
+                   vae_outputs(ref, cfg, videos, latents), ref)
+
+
 def vae_outputs(ref, cfg, videos: dict, latents: dict) -> dict:
     """The authors' ``WanVAE_`` (either version) on each video and latent batch, as vidax's
     channels-last arrays by the same keys: ``encoded``, the normalised mu (``WanVAE_.encode``

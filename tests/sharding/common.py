@@ -7,7 +7,6 @@ import dataclasses
 
 import jax
 import numpy as np
-import safetensors.torch
 from flax import nnx
 
 from tests.parity import randomize
@@ -27,6 +26,8 @@ def small_config(**changes) -> WanDiTConfig:
 
 
 def write_authors_dit(cfg: WanDiTConfig, path, seed: int = 0):
+    import safetensors.torch
+
     model = wan22.model_module().WanModel(**dataclasses.asdict(cfg)).eval()
     randomize(model.named_parameters(), seed)
     safetensors.torch.save_file(model.state_dict(), path)

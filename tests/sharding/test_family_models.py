@@ -36,8 +36,11 @@ from vidax.translator.verify import flat_params
 
 jax.config.update("jax_default_matmul_precision", "highest")
 REL_TOL = 1e-4
-MESHES = ["dp=2", "fsdp=8", "tp=8,fsdp=1", "sp=8,fsdp=1", "dp=2,fsdp=2,tp=2",
-          "fsdp=2,sp=2,tp=2"]
+# The mixed fsdp x sp x tp mesh in the fast lane (every axis that splits weights or tokens at
+# once); the single-axis meshes and dp x fsdp x tp in CI (``-m slow``).
+MESHES = [pytest.param(spec, marks=pytest.mark.slow) for spec in
+          ("dp=2", "fsdp=8", "tp=8,fsdp=1", "sp=8,fsdp=1", "dp=2,fsdp=2,tp=2")] + [
+    "fsdp=2,sp=2,tp=2"]
 
 
 def _place(model: nnx.Module, mesh) -> nnx.Module:

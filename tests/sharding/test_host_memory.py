@@ -33,7 +33,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from tests.reference import wan22
 from tests.sharding.common import small_config
@@ -63,6 +62,8 @@ def _write_random_safetensors(shapes: dict[str, tuple[int, ...]], path: Path) ->
 
 @pytest.fixture(scope="module")
 def big_checkpoint(tmp_path_factory):
+    import torch
+
     cfg = small_config(dim=1024, ffn_dim=4096, num_heads=8, text_dim=1024, num_layers=4)
     with torch.device("meta"):     # the authors' key set and shapes, no memory
         shapes = {k: tuple(v.shape) for k, v in

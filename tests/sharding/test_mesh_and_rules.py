@@ -9,7 +9,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import torch
 from flax import nnx
 from jax.sharding import AxisType
 from jax.sharding import PartitionSpec as P
@@ -138,6 +137,8 @@ def test_batch_placement():
 def test_t5_encoder_tensor_parallel_equals_one_device(tmp_path):
     """The UMT5 encoder (authors' .pth layout) with every rule applied (threshold 0, so the
     tiny tensors split too): tp=4 over its 4 heads, fsdp=2. Same bound as the DiT."""
+    import torch
+
     cfg = T5Config.tiny()
     authors = wan22.t5_module().T5Encoder(
         vocab=cfg.vocab_size, dim=cfg.dim, dim_attn=cfg.dim_attn, dim_ffn=cfg.dim_ffn,

@@ -24,11 +24,9 @@ import json
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
-from flax import nnx
 
-from tests.parity import VAECase, assert_fails, randomize, swap_prefixes
+from tests.parity import AbstractModel, VAECase, assert_fails, randomize, swap_prefixes
 from vidax import manifests, registry
 from vidax.errors import VidaxError
 from vidax.loading import verify_manifest
@@ -68,21 +66,14 @@ def test_full_size_chunks_trace():
     """The released VAE (bf16 weights, abstract) at 480 x 720: encode chunks of 9 then 8
     frames -> 3 then 2 latent frames; decode chunks of 3 then 2 latent frames -> 9 then 8
     frames; the second chunk of each takes the first one's cache."""
-    cfg = CogVideoXVAEConfig.cogvideox_5b()
-    graphdef, state = nnx.split(nnx.eval_shape(lambda: CogVideoXVAE(cfg,
-                                                                    param_dtype=jnp.bfloat16)))
-
-    def run(method, frames, size, channels, cache):
-        x = jax.ShapeDtypeStruct((1, frames, *size, channels), jnp.float32)
-        return jax.eval_shape(lambda s, x, c: getattr(nnx.merge(graphdef, s), method)(x, c),
-                              state, x, cache)
-
-    moments, cache = run("encode_chunk", 9, (480, 720), 3, None)
+    model = AbstractModel(lambda: CogVideoXVAE(CogVideoXVAEConfig.cogvideox_5b(),
+                                               param_dtype=jnp.bfloat16))
+    moments, cache = model.shapes("encode_chunk", (1, 9, 480, 720, 3), None)
     assert moments.shape == (1, 3, 60, 90, 32)
-    assert run("encode_chunk", 8, (480, 720), 3, cache)[0].shape == (1, 2, 60, 90, 32)
-    video, cache = run("decode_chunk", 3, (60, 90), 16, None)
+    assert model.shapes("encode_chunk", (1, 8, 480, 720, 3), cache)[0].shape == (1, 2, 60, 90, 32)
+    video, cache = model.shapes("decode_chunk", (1, 3, 60, 90, 16), None)
     assert video.shape == (1, 9, 480, 720, 3)
-    assert run("decode_chunk", 2, (60, 90), 16, cache)[0].shape == (1, 8, 480, 720, 3)
+    assert model.shapes("decode_chunk", (1, 2, 60, 90, 16), cache)[0].shape == (1, 8, 480, 720, 3)
 
 
 def test_config_reader_refuses_what_it_cannot_run():
@@ -141,14 +132,8 @@ def test_vae_other_lengths(case, direction, frames, record_property):
     """One frame (the image-to-video pipelines encode the conditioning image alone: no
     temporal pooling, first-frame padding only) and an even latent count (decoded 2 + 2, no
     odd first chunk)."""
-    rng = np.random.default_rng(2)
-    if direction == "encode":
-        x = rng.uniform(-1, 1, (1, frames, HEIGHT, WIDTH, 3)).astype(np.float32)
-    else:
-        x = rng.standard_normal((1, frames, HEIGHT // 8, WIDTH // 8,
-                                 case.config.latent_channels)).astype(np.float32)
-    case.check_input(case.load(), direction, x, f"cogvideox_vae_{direction}_{frames}_frames",
-                     record_property)
+    case.check_input(case.load(), direction, case.other_input(direction, frames),
+                     f"cogvideox_vae_{direction}_{frames}_frames", record_property)
 
 
 @pytest.mark.parametrize("direction", ["decode", "encode"])

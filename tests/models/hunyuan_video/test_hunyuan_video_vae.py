@@ -22,13 +22,11 @@ encode/decode at 21 frames / 6 latent frames, where the one-pass output fails th
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
-from flax import nnx
 
-from tests.parity import (VAECase, assert_fails, assert_parity, randomize, swap_prefixes,
-                          to_channels_last, to_ncthw)
+from tests.parity import (AbstractModel, VAECase, assert_fails, assert_parity, randomize,
+                          swap_prefixes, to_channels_last, to_ncthw)
 from vidax import manifests, registry
 from vidax.errors import VidaxError
 from vidax.loading import verify_manifest
@@ -64,15 +62,9 @@ def test_preset_is_the_released_config():
 
 def test_full_size_traces():
     """The released VAE (abstract): 9 frames at 64 x 96 -> 3 latent frames at 8 x 12 and back."""
-    cfg = HunyuanVideoVAEConfig.t2v_720p()
-    graphdef, state = nnx.split(nnx.eval_shape(lambda: HunyuanVideoVAE(cfg)))
-
-    def run(method, shape):
-        x = jax.ShapeDtypeStruct(shape, jnp.float32)
-        return jax.eval_shape(lambda s, x: getattr(nnx.merge(graphdef, s), method)(x), state, x)
-
-    assert run("moments", (1, 9, 64, 96, 3)).shape == (1, 3, 8, 12, 32)
-    assert run("reconstruct", (1, 3, 8, 12, 16)).shape == (1, 9, 64, 96, 3)
+    model = AbstractModel(lambda: HunyuanVideoVAE(HunyuanVideoVAEConfig.t2v_720p()))
+    assert model.shapes("moments", (1, 9, 64, 96, 3)).shape == (1, 3, 8, 12, 32)
+    assert model.shapes("reconstruct", (1, 3, 8, 12, 16)).shape == (1, 9, 64, 96, 3)
 
 
 def test_config_reader():
@@ -128,13 +120,7 @@ def test_vae_other_lengths(case, direction, frames, record_property):
     """One frame (an image: no temporal resampling has anything to pair), a count that is not
     4k + 1 (6 frames -> 2 latent frames, as diffusers' strided causal convs give), and one
     latent frame (the upsamplers keep a lone first frame single)."""
-    rng = np.random.default_rng(2)
-    if direction == "encode":
-        x = rng.uniform(-1, 1, (1, frames, HEIGHT, WIDTH, 3)).astype(np.float32)
-    else:
-        x = rng.standard_normal((1, frames, HEIGHT // 8, WIDTH // 8,
-                                 case.config.latent_channels)).astype(np.float32)
-    case.check_input(case.load(), direction, x,
+    case.check_input(case.load(), direction, case.other_input(direction, frames),
                      f"hunyuan_video_vae_{direction}_{frames}_frames", record_property)
 
 

@@ -48,14 +48,6 @@ from vidax.models.ltx2_5.vae import LTX2VideoVAEConfig
 
 pytest.importorskip("ltx_core")     # the package alone; its video VAE loads in the fixtures
 
-
-def vv():
-    """``ltx_core.model.video_vae``, imported when first needed."""
-    import ltx_core.model.video_vae
-
-    return ltx_core.model.video_vae
-
-
 jax.config.update("jax_default_matmul_precision", "highest")
 
 VIDEO = (2, 9, 32, 48, 3)                 # -> latents [2, 3, 2, 3, 8]
@@ -103,10 +95,11 @@ def _write_release(stack: str, path: Path) -> Path:
     """ltx-core's tiny encoder + decoder, random everywhere, as a monolith's ``vae.*``."""
     import safetensors.torch
     import torch
+    from ltx_core.model import video_vae as vv
 
     config = {"vae": CONFIGS[stack]}
-    encoder = vv().VideoEncoderConfigurator.from_config(config)
-    decoder = vv().VideoDecoderConfigurator.from_config(config)
+    encoder = vv.VideoEncoderConfigurator.from_config(config)
+    decoder = vv.VideoDecoderConfigurator.from_config(config)
     randomize(encoder.named_parameters(), seed=1)
     randomize(decoder.named_parameters(), seed=2)
     gen = torch.Generator().manual_seed(3)
@@ -126,14 +119,13 @@ def _write_release(stack: str, path: Path) -> Path:
 def _references(path: Path):
     """ltx-core's encoder and decoder rebuilt from the file through its own key filters."""
     import safetensors.torch
+    from ltx_core.model import video_vae as vv
 
     config = json.loads(safetensors.safe_open(str(path), "pt").metadata()["config"])
     stored = safetensors.torch.load_file(str(path))
     models = []
-    for configurator, keys in ((vv().VideoEncoderConfigurator,
-                                vv().VAE_ENCODER_COMFY_KEYS_FILTER),
-                               (vv().VideoDecoderConfigurator,
-                                vv().VAE_DECODER_COMFY_KEYS_FILTER)):
+    for configurator, keys in ((vv.VideoEncoderConfigurator, vv.VAE_ENCODER_COMFY_KEYS_FILTER),
+                               (vv.VideoDecoderConfigurator, vv.VAE_DECODER_COMFY_KEYS_FILTER)):
         model = configurator.from_config(config)
         state = {keys.apply_to_key(k): v for k, v in stored.items()
                  if keys.apply_to_key(k) is not None}

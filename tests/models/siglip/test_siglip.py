@@ -26,10 +26,9 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import safetensors.numpy  # noqa: E402
-import torch  # noqa: E402
 
 import vidax  # noqa: E402
-from tests.parity import compare, randomize  # noqa: E402
+from tests.parity import assert_fails, assert_parity, randomize  # noqa: E402
 from vidax import registry  # noqa: E402
 from vidax.loading import load_with_report, verify_manifest  # noqa: E402
 from vidax.manifests import all_manifests, get_manifest  # noqa: E402
@@ -43,6 +42,7 @@ TINY = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_atten
 @pytest.fixture(scope="module")
 def siglip_case(tmp_path_factory):
     """The saved model folder, its config, the pixels (channels-last) and the reference."""
+    import torch
     from transformers import SiglipVisionConfig as HFSiglipVisionConfig
     from transformers import SiglipVisionModel
 
@@ -74,8 +74,7 @@ def test_saved_file_and_config(siglip_case):
 
 def test_vision_encoder_matches_transformers(siglip_case, record_property):
     path, config, pixels, expected = siglip_case
-    stats = compare("siglip", _vidax_output(path, config, pixels), expected, record_property)
-    assert stats["max_abs_diff"] <= stats["bound"], stats
+    assert_parity("siglip", _vidax_output(path, config, pixels), expected, record_property)
 
 
 def test_release_prefix_loads_the_same(siglip_case, tmp_path):
@@ -99,9 +98,8 @@ def test_vision_encoder_negative_control_swapped_q_k(siglip_case, tmp_path, reco
     tensors[q], tensors[k] = tensors[k], tensors[q]
     bad = tmp_path / "model.safetensors"
     safetensors.numpy.save_file(tensors, bad)
-    stats = compare("siglip_negative", _vidax_output(bad, config, pixels), expected,
-                    record_property)
-    assert stats["max_abs_diff"] > stats["bound"], stats
+    assert_fails("siglip_negative", _vidax_output(bad, config, pixels), expected,
+                 record_property)
 
 
 def test_wrong_image_size_is_refused(siglip_case):

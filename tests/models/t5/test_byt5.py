@@ -25,10 +25,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-import torch  # noqa: E402
 
 import vidax  # noqa: E402
-from tests.parity import compare, randomize  # noqa: E402
+from tests.parity import assert_fails, assert_parity, randomize  # noqa: E402
 from vidax import registry  # noqa: E402
 from vidax.loading import verify_manifest  # noqa: E402
 from vidax.manifests import all_manifests, get_manifest  # noqa: E402
@@ -62,6 +61,7 @@ def _byt5_ids() -> tuple[np.ndarray, np.ndarray]:
 @pytest.fixture(scope="module")
 def byt5_case(tmp_path_factory):
     """The saved bare-T5Stack file, its config, the tokens and the reference output."""
+    import torch
     from transformers import T5Config as HFT5Config
     from transformers import T5EncoderModel
 
@@ -85,6 +85,8 @@ def _vidax_output(path, config, ids, mask, layout="t5stack") -> np.ndarray:
 
 
 def test_saved_file_is_the_released_layout(byt5_case):
+    import torch
+
     path, config, ids, mask, _ = byt5_case
     keys = set(torch.load(path, weights_only=True))
     assert {"embed_tokens.weight", "final_layer_norm.weight"} <= keys
@@ -98,8 +100,7 @@ def test_saved_file_is_the_released_layout(byt5_case):
 
 def test_encoder_matches_transformers(byt5_case, record_property):
     path, config, ids, mask, expected = byt5_case
-    stats = compare("byt5", _vidax_output(path, config, ids, mask), expected, record_property)
-    assert stats["max_abs_diff"] <= stats["bound"], stats
+    assert_parity("byt5", _vidax_output(path, config, ids, mask), expected, record_property)
 
 
 def test_layout_is_detected(byt5_case):
@@ -109,15 +110,16 @@ def test_layout_is_detected(byt5_case):
 
 
 def test_encoder_negative_control_swapped_q_k(byt5_case, tmp_path, record_property):
+    import torch
+
     path, config, ids, mask, expected = byt5_case
     state = torch.load(path, weights_only=True)
     q, k = (f"block.1.layer.0.SelfAttention.{n}.weight" for n in "qk")
     state[q], state[k] = state[k], state[q]
     bad = tmp_path / "byt5_model.pt"
     torch.save(state, bad)
-    stats = compare("byt5_negative", _vidax_output(bad, config, ids, mask), expected,
-                    record_property)
-    assert stats["max_abs_diff"] > stats["bound"], stats
+    assert_fails("byt5_negative", _vidax_output(bad, config, ids, mask), expected,
+                 record_property)
 
 
 # ----------------------------------------------------------------------------- structure

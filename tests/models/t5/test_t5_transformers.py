@@ -36,10 +36,9 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import safetensors.numpy  # noqa: E402
-import torch  # noqa: E402
 
 import vidax  # noqa: E402
-from tests.parity import compare
+from tests.parity import assert_fails, assert_parity  # noqa: E402
 from vidax.loading import verify_manifest  # noqa: E402
 from vidax.manifests import all_manifests, get_manifest  # noqa: E402
 from vidax.models.t5.model import T5Config  # noqa: E402
@@ -79,6 +78,7 @@ def _train_sentencepiece() -> bytes:
 @pytest.fixture(scope="module")
 def t5_case(tmp_path_factory):
     """The tokenizer folder, the saved transformers encoder, the tokens and its output."""
+    import torch
     from transformers import T5Config as HFT5Config
     from transformers import T5EncoderModel, T5Tokenizer
 
@@ -136,8 +136,7 @@ def test_vidax_tokenizer_matches_transformers(t5_case):
 
 def test_encoder_matches_transformers(t5_case, record_property):
     _, path, config, tokens, expected = t5_case
-    stats = compare("t5", _vidax_output(path, config, tokens), expected, record_property)
-    assert stats["max_abs_diff"] <= stats["bound"], stats
+    assert_parity("t5", _vidax_output(path, config, tokens), expected, record_property)
 
 
 def test_encoder_negative_control_swapped_q_k(t5_case, tmp_path, record_property):
@@ -147,8 +146,7 @@ def test_encoder_negative_control_swapped_q_k(t5_case, tmp_path, record_property
     tensors[q], tensors[k] = tensors[k], tensors[q]
     bad = tmp_path / "model.safetensors"
     safetensors.numpy.save_file(tensors, bad)
-    stats = compare("t5_negative", _vidax_output(bad, config, tokens), expected, record_property)
-    assert stats["max_abs_diff"] > stats["bound"], stats
+    assert_fails("t5_negative", _vidax_output(bad, config, tokens), expected, record_property)
 
 
 # ----------------------------------------------------------------------------- structure

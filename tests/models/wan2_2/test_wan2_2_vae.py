@@ -23,14 +23,13 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from tests.parity import (VAECase, assert_fails, assert_parity, count_chunk_traces,
-                          draw_inputs, randomize, swap, to_channels_last, to_ncthw)
+from tests.parity import (VAECase, assert_fails, assert_parity, chunked_vae_run, swap,
+                          to_channels_last, to_ncthw, wan_vae_without_cache)
 from tests.reference import wan22
 from vidax.errors import VidaxError
 from vidax.loading import verify_manifest
 from vidax.manifests import get_manifest
 from vidax.models.wan2_2 import vae
-from vidax.models.wan2_1 import vae as wan21_vae
 from vidax.models.wan2_2.vae import Wan22VAE, Wan22VAEConfig
 
 jax.config.update("jax_default_matmul_precision", "highest")
@@ -43,41 +42,22 @@ LATENT_FRAMES = (1, 4)
 
 # ----------------------------------------------------------------------------- the oracle
 
-def _authors_vae(cfg: Wan22VAEConfig):
-    return wan22.vae2_2_module().WanVAE_(
-        dim=cfg.dim, dec_dim=cfg.dec_dim, z_dim=cfg.z_dim, dim_mult=list(cfg.dim_mult),
-        num_res_blocks=cfg.num_res_blocks, attn_scales=[],
-        temperal_downsample=list(cfg.temporal_downsample), dropout=0.0).eval()
-
-
 @pytest.fixture(scope="module")
 def case(tmp_path_factory) -> VAECase:
     """The tiny authors' VAE saved as Wan2.2_VAE.pth, inputs (``videos``, ``latents`` by frame
     count), and its outputs (``encoded``, ``moments``, ``decoded``: see
     :func:`tests.reference.wan22.vae_outputs`)."""
-    import torch
-
     cfg = Wan22VAEConfig.tiny()
-    ref = _authors_vae(cfg)
-    randomize(ref.named_parameters(), seed=0)
-    path = tmp_path_factory.mktemp("wan2_2_vae") / "Wan2.2_VAE.pth"
-    torch.save(ref.state_dict(), path)
-    videos, latents = draw_inputs(
-        1, {t: (BATCH, t, HEIGHT, WIDTH, 3) for t in VIDEO_FRAMES},
-        {t: (BATCH, t, HEIGHT // 16, WIDTH // 16, cfg.z_dim) for t in LATENT_FRAMES})
-    return VAECase("wan2_2", path, cfg, {"videos": videos, "latents": latents},
-                   wan22.vae_outputs(ref, cfg, videos, latents), ref)
+    return wan22.vae_case(
+        "wan2_2", cfg, tmp_path_factory.mktemp("wan2_2_vae") / "Wan2.2_VAE.pth",
+        videos={t: (BATCH, t, HEIGHT, WIDTH, 3) for t in VIDEO_FRAMES},
+        latents={t: (BATCH, t, HEIGHT // 16, WIDTH // 16, cfg.z_dim) for t in LATENT_FRAMES})
 
 
 @pytest.fixture(scope="module")
 def vidax_run(case):
     """vidax's outputs on the oracle's file and inputs, with the traces they compiled."""
-    model = case.load()
-    traces: list = []
-    with count_chunk_traces(Wan22VAE, traces):
-        encoded = {t: np.asarray(model.encode(v)) for t, v in case["videos"].items()}
-        decoded = {t: model.decode(z, clamp=False) for t, z in case["latents"].items()}
-    return {"model": model, "encoded": encoded, "decoded": decoded, "traces": traces}
+    return chunked_vae_run(case, Wan22VAE)
 
 
 # ----------------------------------------------------------------------------- parity
@@ -215,23 +195,10 @@ def test_negative_control(case, tmp_path, name, record_property):
 def test_negative_control_cache_not_carried(case, vidax_run, record_property):
     """The same per-chunk programs with every chunk's cache zeroed (as at the start of the
     video) instead of carried: both directions must fail the bound."""
-    model = vidax_run["model"]
-    graphdef, state = nnx.split(model)
-    mean, inv_std = model._statistics()
-    video, cache, mus = case["videos"][13], None, []
-    for start, stop in ((0, 1), (1, 5), (5, 9), (9, 13)):
-        mu, _, cache = wan21_vae._encode_chunk(graphdef, state, video[:, start:stop], cache)
-        cache = jax.tree.map(np.zeros_like, cache)
-        mus.append(mu)
-    encoded = (np.concatenate(mus, axis=1) - mean) * inv_std
-    z, cache, frames = case["latents"][4] / inv_std + mean, None, []
-    for i in range(z.shape[1]):
-        out, cache = wan21_vae._decode_chunk(graphdef, state, z[:, i:i + 1], cache)
-        cache = jax.tree.map(np.zeros_like, cache)
-        frames.append(np.asarray(out))
+    encoded, decoded = wan_vae_without_cache(vidax_run["model"], case["videos"][13],
+                                             case["latents"][4])
     assert_fails("negative_cache_reset_encode", encoded, case["encoded"][13], record_property)
-    assert_fails("negative_cache_reset_decode", np.concatenate(frames, axis=1),
-                 case["decoded"][4], record_property)
+    assert_fails("negative_cache_reset_decode", decoded, case["decoded"][4], record_property)
 
 
 # ----------------------------------------------------------------------------- input checks
