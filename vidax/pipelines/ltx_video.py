@@ -205,19 +205,6 @@ class Release(base.Release):
                 vae.spatial_downscale_factor)
 
 
-def _file_config(spec, path, metadata: dict | None = None):
-    """A component's config from its file's metadata (the registry's ``config_from_metadata``,
-    which checks the sections); one error where the file has none."""
-    if metadata is None:
-        with open_checkpoint(path) as ckpt:
-            metadata = ckpt.metadata
-    config = spec.config_from_file_metadata(metadata, str(path))
-    if config is None:
-        raise VidaxError(f"{path}: the file's metadata has no 'config' (where LTX-Video files "
-                         "carry their models' and scheduler's settings)")
-    return config
-
-
 def inspect_folder(folder, variant: str | None = None) -> Release:
     """Every component of an LTX-Video release folder, without reading a weight: one
     ``ltxv-*.safetensors`` (DiT + VAE, the configs in its metadata), ``text_encoder/``
@@ -248,11 +235,13 @@ def inspect_folder(folder, variant: str | None = None) -> Release:
     single = singles[0]
     with open_checkpoint(single) as ckpt:
         metadata = ckpt.metadata
-    configs = {key: _file_config(specs[key], single, metadata) for key in ("dit", "vae")}
-    config = metadata_config(metadata, str(single))
-    if not isinstance(config.get("scheduler"), dict):
-        raise VidaxError(f"{single}: the metadata config has no 'scheduler' section (it has "
-                         f"{sorted(config)}); is this an LTX-Video release file?")
+    # the models' configs by the registry's config_from_metadata (which checks their sections)
+    configs = {k: specs[k].config_from_file_metadata(metadata, str(single)) for k in ("dit", "vae")}
+    config = metadata_config(metadata, str(single)) or {}
+    if configs["dit"] is None or not isinstance(config.get("scheduler"), dict):
+        raise VidaxError(f"{single}: the file's metadata has no 'config' with a 'scheduler' "
+                         "section (LTX-Video release files carry their models' and scheduler's "
+                         "settings there)")
     try:
         configs["text_encoder"] = te = T5Config.from_dict(read_json_config(te_dir / "config.json"))
     except (ValueError, TypeError, KeyError) as e:
@@ -263,7 +252,11 @@ def inspect_folder(folder, variant: str | None = None) -> Release:
     files.update(dit=single, vae=single, tokenizer=tokenizer)
     if upscalers:
         up, specs["upsampler"] = upscalers[0], registry.get(MODEL_TYPE, "upsampler")
-        files["upsampler"], configs["upsampler"] = up, _file_config(specs["upsampler"], up)
+        with open_checkpoint(up) as ckpt:
+            files["upsampler"], configs["upsampler"] = up, specs[
+                "upsampler"].config_from_file_metadata(ckpt.metadata, str(up))
+        if configs["upsampler"] is None:
+            raise VidaxError(f"{up}: the file's metadata has no 'config' (the upscaler's settings)")
         if configs["upsampler"].in_channels != configs["vae"].latent_channels:
             raise VidaxError(f"{up} upsamples {configs['upsampler'].in_channels}-channel "
                              f"latents; the VAE makes {configs['vae'].latent_channels}")
