@@ -28,6 +28,8 @@ The hooks of :class:`PipelineBase` (the Wan modules are the worked example, ~410
   ``self.<key> = model``); called right after each file is read, so a family can move it
   elsewhere before the next one (Wan2.2's experts).
 * :meth:`~PipelineBase.setup` ``()``: after loading, e.g. the tokenizers.
+* :meth:`~PipelineBase.resolve` ``(request, draws=None) -> Request``: the request checked
+  against the loaded weights, with explicit :class:`Draws` (default: unchanged, no draws).
 * :meth:`~PipelineBase.prepare` ``(request) -> Run`` (**required**): encode the prompt (and
   images), the initial latents (:meth:`~PipelineBase.initial_noise`), the scheduler (any
   :class:`vidax.schedulers.base.Scheduler`) and the step's inputs.
@@ -679,16 +681,29 @@ class PipelineBase:
         return self.decode(self.sample(prompt, request=request, **options))
 
     def sample(self, prompt: str | None = None, *, request: Request | None = None,
-               **options) -> np.ndarray:
+               draws=None, **options) -> np.ndarray:
         """The final latents ``[T, h, w, C]`` (float32) for ``prompt`` with ``options``, or
-        for a prepared ``request``."""
-        if request is None:
-            request = self.request(prompt, **options)
-        elif prompt is not None or options:
-            raise VidaxError("pass either a request or a prompt with options, not both")
+        for a prepared ``request``; ``draws``: explicit random numbers (:meth:`resolve`)."""
+        request = self.resolve(self._request(prompt, request, options), draws)
         with self._matmul_precision():
             latents = self.denoise(request, self.prepare(request))
         return np.asarray(latents[0])
+
+    def _request(self, prompt, request, options: dict) -> Request:
+        """The given request, else one made from ``prompt`` and ``options``."""
+        if request is None:
+            return self.request(prompt, **options)
+        if prompt is not None or options:
+            raise VidaxError("pass either a request or a prompt with options, not both")
+        return request
+
+    def resolve(self, request: Request, draws=None) -> Request:
+        """The request for the loaded release, with explicit ``draws`` (a family's
+        :class:`Draws`): a hook for what only the loaded weights tell (CogVideoX's and
+        LTX-Video's latent channels, ...); by default the request as it is, and no draws."""
+        if draws is not None:
+            raise VidaxError(f"{self.NAME} takes no explicit draws")
+        return request
 
     def prepare(self, request: Request) -> Run:
         raise NotImplementedError

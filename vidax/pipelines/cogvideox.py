@@ -368,10 +368,8 @@ class CogVideoXPipeline(PipelineBase):
                draws: Draws | None = None, **options) -> np.ndarray:
         """The final latents ``[F', h, w, C]`` (float32, scaled as the DiT sees them), with the
         1.5 padding frames already cropped."""
-        if request is None:
-            request, prompt, options = self.request(prompt, **options), None, {}
-        request = self.resolve(request, draws)
-        return super().sample(prompt, request=request, **options)[request.pad:]
+        request = self._request(prompt, request, options)   # resolved (once) by base.sample
+        return super().sample(request=request, draws=draws)[request.pad:]
 
     def initial_noise(self, request: Request) -> jax.Array:
         if request.noise is not None:

@@ -469,8 +469,9 @@ _decode_plain = nnx.jit(lambda vae, latents: vae.decode(vae.denormalize(latents)
 
 class LTXVideoPipeline(PipelineBase):
     """A loaded LTX-Video release; options are :func:`make_request`'s. :meth:`sample` returns
-    the final (normalised) latents, :meth:`decode` frames at the request's size; both take
-    ``draws`` (a :class:`Draws` per pass)."""
+    the final latents (normalised as the DiT sees them; multi-scale: the second pass's),
+    :meth:`decode` frames at the request's size; both take ``draws`` (a :class:`Draws` per
+    pass)."""
 
     NAME = "LTX-Video"
     make_request = staticmethod(make_request)
@@ -512,17 +513,11 @@ class LTXVideoPipeline(PipelineBase):
         z = self.vae.encode(video, noise=self._place(np.asarray(noise, np.float32)[None]))
         return self.vae.normalize(z)
 
-    def resolve(self, prompt=None, request: Request | None = None, draws=None,
-                options=None) -> Request:
-        """The request (else one from ``prompt`` and ``options``) with ``draws``, checked
-        against this release: its VAE's factors (``vidax generate`` makes requests before
-        loading, with the 0.9.8 VAE's); ``multiscale=None``: exactly when the upscaler is
-        loaded."""
-        if request is None:
-            request = self.request(prompt, draws=draws, **(options or {}))
-        elif prompt is not None or options:
-            raise VidaxError("pass either a request or a prompt with options, not both")
-        elif draws is not None:
+    def resolve(self, request: Request, draws=None) -> Request:
+        """The request with ``draws`` (a :class:`Draws` per pass), checked against this
+        release: its VAE's factors (``vidax generate`` makes requests before loading, with
+        the 0.9.8 VAE's); ``multiscale=None``: exactly when the upscaler is loaded."""
+        if draws is not None:
             request = dataclasses.replace(request, draws=draws)
         factors = self.release.vae_scale_factors
         channels = self.release.configs["vae"].latent_channels
@@ -542,21 +537,15 @@ class LTXVideoPipeline(PipelineBase):
             request.noise.reshape(-1, request.latent_channels))
 
     # ------------------------------------------------------------------------- sampling
-    def sample(self, prompt: str | None = None, *, request: Request | None = None,
-               draws: Draws | tuple[Draws, Draws] | None = None, **options) -> np.ndarray:
-        """The final latents ``[F', h, w, C]`` (float32, normalised as the DiT sees them): one
-        pass, or (multi-scale) the second pass's."""
-        return super().sample(request=self.resolve(prompt, request, draws, options))
-
     def __call__(self, prompt: str | None = None, *, request: Request | None = None,
                  draws=None, **options) -> np.ndarray:
-        """uint8 frames ``[F, H, W, 3]``."""
-        request = self.resolve(prompt, request, draws, options)
+        """uint8 frames ``[F, H, W, 3]`` (:meth:`sample`'s latents, :meth:`decode`)."""
+        request = self.resolve(self._request(prompt, request, options), draws)
         return self.decode(self.sample(request=request), request)
 
     def prepare(self, request: Request) -> Run:
         """The first pass: the text encoded (for every pass), its latents and steps."""
-        request = self.resolve(request=request)
+        request = self.resolve(request)
         with self._progress.phase("encoding the prompt and the negative prompt"):
             context, context_mask = self.encode_text([request.prompt, request.negative_prompt])
         return self.prepare_pass(request, 0, {"context": context, "context_mask": context_mask})
@@ -690,7 +679,7 @@ class LTXVideoPipeline(PipelineBase):
         ``output_type="pt"``: decode noise (``draws.decode``, else the last pass's), tone
         mapping, the timestep-conditioned VAE, ``(x / 2 + 0.5).clamp(0, 1)``, and
         (multi-scale) their bilinear resize to the requested size."""
-        request = self.resolve(request=request)
+        request = self.resolve(request)
         latents = self._place(np.asarray(latents, np.float32)[None])
         last = len(request.pass_sizes()) - 1
         noise = (draws or request.given_draws(last)).pick(
