@@ -21,7 +21,7 @@ from flax import nnx
 
 from vidax import registry, sharding
 from vidax.errors import VidaxError
-from vidax.pipelines import base
+from vidax.pipelines import base, inputs
 from vidax.schedulers import FlowMatchEulerScheduler, RectifiedFlowScheduler, RectifiedFlowSteps
 
 DEFAULTS = base.Defaults(steps=4, guidance_scale=5.0, size=(64, 48), frames=9, fps=16,
@@ -59,28 +59,28 @@ def test_request_resolves_defaults_and_each_option():
     with pytest.raises(VidaxError, match="multiples of 32"):
         base.Request.resolve("t2v", DEFAULTS, "a cat", vae_stride=(4, 16, 16))
     with pytest.raises(VidaxError, match="Foo takes no --last-image: no"):
-        base.refuse("Foo", shift=(None, "-"), last_image=(1, "no"))
+        inputs.refuse("Foo", shift=(None, "-"), last_image=(1, "no"))
 
 
 def test_noise_layouts_files_and_errors(tmp_path):
     ours = np.random.default_rng(0).standard_normal(SHAPE).astype(np.float32)
     authors = ours.transpose(3, 0, 1, 2)
     for given in (ours, ours[None], authors, authors[None]):
-        np.testing.assert_array_equal(base.noise_array(given, SHAPE), ours)
+        np.testing.assert_array_equal(inputs.noise_array(given, SHAPE), ours)
     tokens = {"the tokens'": "NC"}
-    np.testing.assert_array_equal(base.noise_array(ours.reshape(-1, 16)[None], SHAPE, tokens),
+    np.testing.assert_array_equal(inputs.noise_array(ours.reshape(-1, 16)[None], SHAPE, tokens),
                                   ours)
     np.save(tmp_path / "noise.npy", authors)
     request = base.Request.resolve("t2v", DEFAULTS, "a cat").with_noise(tmp_path / "noise.npy")
     np.testing.assert_array_equal(request.noise, ours)
     with pytest.raises(VidaxError, match=r"expected the authors' layout \[16, 3, 6, 8\] "
                                          r"\[C, T, H, W\] or vidax's \[3, 6, 8, 16\]"):
-        base.noise_array(ours[:2], SHAPE)
+        inputs.noise_array(ours[:2], SHAPE)
     with pytest.raises(VidaxError, match="finite floating-point"):
-        base.noise_array(np.full(SHAPE, np.nan, np.float32), SHAPE)
+        inputs.noise_array(np.full(SHAPE, np.nan, np.float32), SHAPE)
     (tmp_path / "bad.npy").write_bytes(b"not numpy")
     with pytest.raises(VidaxError, match="not a readable .npy array"):
-        base.noise_array(tmp_path / "bad.npy", SHAPE)
+        inputs.noise_array(tmp_path / "bad.npy", SHAPE)
 
 
 def test_release_files_are_found_and_every_missing_one_listed(tmp_path):
@@ -204,3 +204,23 @@ def test_scheduler_extra_step_arguments_reach_the_step():
     latents = out.sample(request=request)
     np.testing.assert_array_equal(latents[1], request.noise[1])
     assert not np.allclose(latents[2], request.noise[2])
+
+
+def test_tokenize_warns_once_for_each_cut_prompt():
+    """A prompt past the text encoder's length: one warning naming it, its length and the cut
+    (the tokenizer's own warning replaced); an uncut prompt: none."""
+    import types
+    import warnings
+
+    class Tokenizer:
+        seq_len = 8
+
+        def __call__(self, prompts):
+            warnings.warn("the tokenizer's own", UserWarning, stacklevel=2)
+            return types.SimpleNamespace(dropped=[0, 3])
+
+    with pytest.warns(UserWarning) as record:
+        inputs.tokenize(Tokenizer(), ["short", "long"])
+    assert [str(w.message) for w in record] == [
+        "the negative prompt is 11 tokens long, more than the text encoder's 8: its last 3 "
+        "tokens were dropped (the authors truncate the same way)"]

@@ -72,9 +72,9 @@ from vidax.models.cogvideox.dit import CogVideoXDiTConfig
 from vidax.models.cogvideox.vae import CogVideoXVAEConfig
 from vidax.models.t5.model import T5Config
 from vidax.pipelines import base
-from vidax.pipelines.base import (Defaults, Needed, Part, PipelineBase, Release, Run,
-                                  find_files, load_image, open_folder, read_json_config,
-                                  read_noise, refuse)
+from vidax.pipelines.base import (Defaults, Needed, Part, PipelineBase, Release, Run, find_files,
+                                  open_folder)
+from vidax.pipelines.inputs import load_image, read_json_config, read_noise, refuse
 from vidax.schedulers.cogvideox import SAMPLE_SOLVERS
 from vidax.sharding import constrain_batch
 

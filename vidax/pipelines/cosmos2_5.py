@@ -74,9 +74,8 @@ from vidax.errors import VidaxError
 from vidax.models.cosmos2_5.dit import CosmosDiTConfig
 from vidax.models.reason1.model import Reason1Config, full_concat
 from vidax.pipelines import base
-from vidax.pipelines.base import (Defaults, Needed, Part, PipelineBase, Run, find_files,
-                                  load_image, open_folder, read_json_config, refuse,
-                                  to_unit_range)
+from vidax.pipelines.base import Defaults, Needed, Part, PipelineBase, Run, find_files, open_folder
+from vidax.pipelines.inputs import load_image, read_json_config, refuse, to_unit_range
 from vidax.pipelines.image import resize_nearest
 from vidax.schedulers.flow_unipc import KarrasFlowUniPCScheduler, karras_flow_sigmas  # noqa: F401
 from vidax.sharding import constrain_batch

@@ -72,7 +72,8 @@ from vidax.models.hunyuan_video.dit import HunyuanVideoDiTConfig
 from vidax.models.hunyuan_video.vae import HunyuanVideoVAEConfig
 from vidax.models.llama.model import LlamaConfig
 from vidax.pipelines.base import (Defaults, Needed, Part, PipelineBase, Release, Request, Run,
-                                  find_files, open_folder, read_json_config, refuse)
+                                  find_files, open_folder)
+from vidax.pipelines.inputs import read_json_config, refuse
 from vidax.schedulers.flow_euler import FlowMatchEulerScheduler, flow_match_schedule  # noqa: F401
 from vidax.text import Tokenizer
 

@@ -17,7 +17,6 @@ spatial upscaler (:meth:`LTXVideoPipeline.denoise`). Noise comes from JAX's PRNG
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
@@ -31,8 +30,9 @@ from vidax.errors import VidaxError
 from vidax.models.ltx_video.dit import SKIP_LAYER_STRATEGIES
 from vidax.models.t5.model import T5Config
 from vidax.pipelines import base
-from vidax.pipelines.base import (Needed, Part, PipelineBase, Run, check_frames, check_size,
-                                  find_files, load_image, open_folder, read_json_config)
+from vidax.pipelines.base import Needed, Part, PipelineBase, Run, find_files, open_folder
+from vidax.pipelines.inputs import (check_frames, check_size, load_image, read_json_config, refuse,
+                                    tokenize)
 from vidax.pipelines.image import crop_to_aspect, gaussian_blur, resize_bilinear
 from vidax.schedulers.rectified_flow import RectifiedFlowScheduler, RectifiedFlowSteps
 from vidax.translator.io import open_checkpoint
@@ -362,7 +362,7 @@ def make_request(task: str, variant: str, prompt: str, *, negative_prompt=None, 
     ``release`` gives the VAE's factors and latent width (default: the 0.9.8 VAE's)."""
     if task not in (RELEASE_TASK, *TASKS):
         raise VidaxError(f"LTX-Video task must be one of {TASKS}, got {task!r}")
-    base.refuse("LTX-Video", last_image=(last_image, "it takes one conditioning image "
+    refuse("LTX-Video", last_image=(last_image, "it takes one conditioning image "
                                          "(--image)"),
                 shift=(shift, "its schedule comes from the release file's scheduler settings "
                        "(resolution-dependent where they say so)"),
@@ -492,15 +492,7 @@ class LTXVideoPipeline(PipelineBase):
 
     def encode_text(self, prompts: list[str]) -> tuple[jax.Array, jax.Array]:
         """T5 states ``[len(prompts), 256, D]`` (float32) and the masks ``[len(prompts), 256]``."""
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            tokens = self.tokenizer(prompts)
-        for i, dropped in enumerate(tokens.dropped):
-            if dropped:
-                warnings.warn(f"the {('prompt', 'negative prompt')[i]} is "
-                              f"{dropped + TEXT_LEN} tokens long, more than the text encoder's "
-                              f"{TEXT_LEN}: its last {dropped} tokens were dropped (the "
-                              "authors truncate the same way)", UserWarning, stacklevel=3)
+        tokens = tokenize(self.tokenizer, prompts)
         graphdef, params = nnx.split(self.text_encoder)
         mask = self._place(tokens.mask)
         hidden = _encode_text(graphdef, params, self._place(tokens.ids), mask)

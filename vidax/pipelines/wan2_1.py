@@ -36,10 +36,10 @@ from vidax.models.t5.config import T5Config
 from vidax.models.wan2_1.config import (CLIP_DIM, WAN2_1_LATENTS_MEAN, WAN2_1_LATENTS_STD,
                                         WanDiTConfig, WanVAEConfig)
 from vidax.pipelines import base
-from vidax.pipelines.base import (Defaults, Needed, Part, PipelineBase, Precision, Release,
-                                  Run, cfg_pair, find_files, load_image, open_folder,
-                                  read_json_config, to_unit_range)
-from vidax.pipelines.base import noise_array  # noqa: F401  (the tests' name for it)
+from vidax.pipelines.base import (Defaults, Needed, Part, PipelineBase, Precision, Release, Run,
+                                  cfg_pair, find_files, open_folder)
+from vidax.pipelines.inputs import load_image, read_json_config, to_unit_range, tokenize
+from vidax.pipelines.inputs import noise_array  # noqa: F401  (the tests' name for it)
 from vidax.pipelines.image import center_crop, resize_bicubic
 from vidax.schedulers import SAMPLE_SOLVERS
 from vidax.sharding import constrain_batch
@@ -322,17 +322,7 @@ class WanPipeline(PipelineBase):
         """``[len(prompts), 512, D]``: UMT5 states, zero past each prompt's tokens. A prompt
         over 512 tokens keeps its first 511 and the EOS (the authors' truncation), with a
         warning."""
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # replaced by the warning below
-            tokens = self.tokenizer(prompts)
-        names = ("prompt", "negative prompt")
-        for i, dropped in enumerate(tokens.dropped):
-            if dropped:
-                warnings.warn(
-                    f"the {names[i] if i < 2 else f'prompt {i}'} is "
-                    f"{dropped + self.tokenizer.seq_len} tokens long, more than the text "
-                    f"encoder's {self.tokenizer.seq_len}: its last {dropped} tokens were "
-                    "dropped (the authors truncate the same way)", UserWarning, stacklevel=3)
+        tokens = tokenize(self.tokenizer, prompts)
         graphdef, params = nnx.split(self.text_encoder)
         return _encode_text(graphdef, params, self._place(tokens.ids), self._place(tokens.mask))
 

@@ -35,9 +35,9 @@ from vidax.errors import VidaxError
 from vidax.models.wan2_2.config import (WAN2_2_LATENTS_MEAN, WAN2_2_LATENTS_STD,
                                         Wan22DiTConfigs, Wan22VAEConfig)
 from vidax.pipelines import wan2_1
-from vidax.pipelines.base import (Part, Release, find_files, load_image, number, open_folder,
-                                  read_json_config, refuse, to_unit_range)
-from vidax.pipelines.base import noise_array  # noqa: F401  (the tests' name for it)
+from vidax.pipelines.base import Part, Release, find_files, open_folder
+from vidax.pipelines.inputs import load_image, number, read_json_config, refuse, to_unit_range
+from vidax.pipelines.inputs import noise_array  # noqa: F401  (the tests' name for it)
 from vidax.pipelines.wan2_1 import NEGATIVE_PROMPT, TaskDefaults
 from vidax.schedulers import SAMPLE_SOLVERS
 

@@ -1,0 +1,193 @@
+"""What a user gives a pipeline, checked with one clear error each: sizes, frame counts,
+numbers, images, initial noise (``--noise FILE.npy``), config files, prompts past the text
+encoder's length. :mod:`vidax.pipelines.base` builds its :class:`~vidax.pipelines.base.Request`
+from these; a family calls them for its own options."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from vidax.errors import VidaxError
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """``"WxH"`` (or the authors' ``"W*H"``) -> (width, height)."""
+    for sep in ("x", "*", "X"):
+        parts = text.split(sep)
+        if len(parts) == 2 and all(p.strip().isdigit() for p in parts):
+            return int(parts[0]), int(parts[1])
+    raise VidaxError(f"--size {text!r}: give the size as WIDTHxHEIGHT, e.g. 1280x720")
+
+
+def load_image(image) -> np.ndarray:
+    """An image as uint8 ``[H, W, 3]``: a path (read with Pillow, converted to RGB as the
+    authors' ``Image.open(...).convert("RGB")``), a PIL image, or a uint8 array."""
+    if isinstance(image, (str, os.PathLike)):
+        path = Path(image)
+        if not path.is_file():
+            raise VidaxError(f"{path}: no such image file")
+        try:
+            from PIL import Image
+        except ImportError as e:
+            raise VidaxError("reading images needs Pillow: pip install 'vidax[video]'") from e
+        try:
+            with Image.open(path) as img:
+                return np.asarray(img.convert("RGB"))
+        except OSError as e:
+            raise VidaxError(f"{path}: not a readable image ({e})") from e
+    if hasattr(image, "convert") and hasattr(image, "size"):  # a PIL image
+        return np.asarray(image.convert("RGB"))
+    array = np.asarray(image)
+    if array.dtype != np.uint8 or array.ndim != 3 or array.shape[-1] != 3:
+        raise VidaxError(f"an image must be a file, a PIL image or a uint8 [H, W, 3] array; "
+                         f"got {array.dtype} {list(array.shape)}")
+    return array
+
+
+def to_unit_range(image: np.ndarray) -> np.ndarray:
+    """uint8 -> float32 in [-1, 1]: ``TF.to_tensor(img).sub_(0.5).div_(0.5)``."""
+    x = image.astype(np.float32) / np.float32(255)
+    return (x - np.float32(0.5)) / np.float32(0.5)
+
+
+def number(name: str, value, *, positive: bool = True) -> float:
+    try:
+        value = float(value)
+    except (TypeError, ValueError) as e:
+        raise VidaxError(f"{name} must be a number, got {value!r}") from e
+    if not math.isfinite(value) or (positive and value <= 0):
+        raise VidaxError(f"{name} must be a {'positive' if positive else 'finite'} number, "
+                         f"got {value!r}")
+    return value
+
+
+def check_count(name: str, value, *, minimum: int = 1) -> int:
+    if not isinstance(value, (int, np.integer)) or value < minimum:
+        what = "positive" if minimum == 1 else "non-negative"
+        raise VidaxError(f"{name} must be a {what} integer, got {value!r}")
+    return int(value)
+
+
+def check_frames(frames, temporal: int = 4) -> int:
+    """The frame count must be ``temporal * n + 1`` (the VAE turns those into n + 1 latent
+    frames)."""
+    if not isinstance(frames, (int, np.integer)) or frames < 1 or (frames - 1) % temporal:
+        example = ""
+        if isinstance(frames, (int, np.integer)):
+            lower = max(1, (int(frames) - 1) // temporal * temporal + 1)
+            example = f"; e.g. {lower} or {lower + temporal}"
+        raise VidaxError(f"frames {frames!r}: the frame count must be {temporal}n+1 (1, "
+                         f"{temporal + 1}, {2 * temporal + 1}, ...), because the VAE turns "
+                         f"{temporal}n+1 frames into n+1 latent frames{example}")
+    return int(frames)
+
+
+def check_size(size, multiple: int = 16, why: str | None = None) -> tuple[int, int]:
+    """Width and height must be positive multiples of ``multiple`` (by default the VAE's
+    downsampling times the DiT's 2x2 patches)."""
+    width, height = (int(s) for s in size)
+    if width < multiple or height < multiple or width % multiple or height % multiple:
+        def nearest(n):
+            return max(multiple, multiple * round(n / multiple))
+        why = why or f"the VAE's {multiple // 2}x downsampling times the DiT's 2x2 patches"
+        raise VidaxError(f"size {width}x{height}: width and height must be multiples of "
+                         f"{multiple} ({why}); the nearest valid size is "
+                         f"{nearest(width)}x{nearest(height)}")
+    return width, height
+
+
+def refuse(family: str, **options) -> None:
+    """One error for the first given option a family does not take: ``name=(value, why)``,
+    ``name`` as the CLI spells it (``last_image`` -> ``--last-image``)."""
+    for name, (value, why) in options.items():
+        if value is not None:
+            raise VidaxError(f"{family} takes no --{name.replace('_', '-')}: {why}")
+
+
+def noise_array(noise, latent_shape: tuple[int, int, int, int],
+                layouts: dict[str, str] | None = None) -> np.ndarray:
+    """Initial noise as float32 ``[T, h, w, C]`` (vidax's layout), from an array or a
+    ``.npy`` path (``--noise FILE.npy``).
+
+    ``layouts``: the other layouts accepted, ``name -> axes`` over ``T H W C`` (``N``: the
+    ``T*H*W`` tokens), tried first, so where several fit the first wins; default the
+    authors' ``{"the authors'": "CTHW"}`` (what ``torch.randn(C, T, h, w)`` draws). Each may
+    carry a leading batch axis of 1.
+    """
+    given = read_noise(noise)
+    layouts = {"the authors'": "CTHW"} if layouts is None else layouts
+    t, h, w, c = latent_shape
+    sizes = {"T": t, "H": h, "W": w, "C": c, "N": t * h * w}
+    for axes in (*layouts.values(), "THWC"):
+        array = _read_layout(given, axes, sizes)
+        if array is not None:
+            break
+    else:
+        expected = [f"{name} layout {[sizes[x] for x in axes]} [{', '.join(axes)}] or "
+                    for name, axes in layouts.items()]
+        raise VidaxError(f"noise of shape {list(given.shape)} does not fit this video: "
+                         f"expected {''.join(expected)}vidax's {[t, h, w, c]} [T, H, W, C] "
+                         "(H, W: the latent size)")
+    return np.ascontiguousarray(array, dtype=np.float32)
+
+
+def read_noise(noise) -> np.ndarray:
+    """Noise given as an array or a ``.npy`` path, checked to be finite floating-point
+    numbers (in whatever layout it comes)."""
+    if isinstance(noise, (str, os.PathLike)):
+        path = Path(noise)
+        try:
+            noise = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise VidaxError(f"{path}: not a readable .npy array ({e})") from e
+    array = np.asarray(noise)
+    if not np.issubdtype(array.dtype, np.floating) or not np.isfinite(array).all():
+        raise VidaxError("noise must be finite floating-point numbers")
+    return array
+
+
+def _read_layout(array: np.ndarray, axes: str, sizes: dict) -> np.ndarray | None:
+    """``array`` (optionally with a batch axis of 1) read as ``axes``, as ``[T, H, W, C]``;
+    None where its shape does not fit."""
+    for a in (array, array[0]) if array.ndim > 1 and array.shape[0] == 1 else (array,):
+        if a.shape == tuple(sizes[x] for x in axes):
+            if "N" in axes:  # tokens: T*H*W in row-major order
+                i = axes.index("N")
+                a = a.reshape(*a.shape[:i], sizes["T"], sizes["H"], sizes["W"], *a.shape[i + 1:])
+                axes = axes.replace("N", "THW")
+            return a.transpose([axes.index(x) for x in "THWC"])
+    return None
+
+
+def read_json_config(path: Path) -> dict:
+    """A ``config.json`` as a dict (one clear error if it is not one)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise VidaxError(f"{path}: not a readable JSON file ({e})") from e
+    if not isinstance(data, dict):
+        raise VidaxError(f"{path}: expected a JSON object of settings")
+    return data
+
+
+def tokenize(tokenizer, prompts: list[str]):
+    """``prompts`` (the prompt, then the negative prompt) through a :class:`vidax.text.Tokenizer`,
+    with one warning for each prompt longer than the text encoder takes: its tail is cut, as
+    the authors' tokenizers cut it."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # replaced by the warning below
+        tokens = tokenizer(prompts)
+    for i, dropped in enumerate(tokens.dropped):
+        if dropped:
+            name = ("prompt", "negative prompt")[i] if i < 2 else f"prompt {i}"
+            warnings.warn(f"the {name} is {dropped + tokenizer.seq_len} tokens long, more than "
+                          f"the text encoder's {tokenizer.seq_len}: its last {dropped} tokens "
+                          "were dropped (the authors truncate the same way)", UserWarning,
+                          stacklevel=4)
+    return tokens
