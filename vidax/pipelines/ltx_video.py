@@ -27,7 +27,7 @@ from flax import nnx
 
 from vidax import registry
 from vidax.errors import VidaxError
-from vidax.models.ltx_video.dit import SKIP_LAYER_STRATEGIES
+from vidax.models.ltx_video.dit import SKIP_LAYER_STRATEGIES, skip_layer_mask
 from vidax.models.t5.model import T5Config
 from vidax.pipelines import base
 from vidax.pipelines.base import Needed, Part, PipelineBase, Run, find_files, open_folder
@@ -403,19 +403,6 @@ def tone_map_latents(latents: jax.Array, compression: float) -> jax.Array:
     scale = jnp.float32(compression * 0.75)
     sig = jax.nn.sigmoid(4.0 * scale * (jnp.abs(latents) - 1.0))
     return latents * (1.0 - 0.8 * scale * sig)
-
-
-def skip_layer_mask(num_layers: int, num_conds: int, blocks) -> np.ndarray | None:
-    """Their ``create_skip_layer_mask(1, num_conds, num_conds - 1, blocks)``: ``[layers,
-    num_conds]``, 0 for the listed blocks in the last (perturbed) sample."""
-    if not blocks:
-        return None
-    mask = np.ones((num_layers, num_conds), np.float32)
-    for b in blocks:
-        if not -num_layers <= b < num_layers:
-            raise VidaxError(f"skip block {b} does not exist in a DiT of {num_layers} blocks")
-        mask[b, num_conds - 1] = 0
-    return mask
 
 
 @jax.tree_util.register_static

@@ -73,6 +73,22 @@ _F32 = jnp.float32
 VAE_SCALE_FACTORS = (8, 32, 32)
 #: The authors' ``SkipLayerStrategy`` values (``stg_mode`` in their configs).
 SKIP_LAYER_STRATEGIES = ("attention_values", "attention_skip", "residual", "transformer_block")
+
+
+def skip_layer_mask(num_layers: int, num_conds: int, blocks) -> np.ndarray | None:
+    """The authors' ``Transformer3DModel.create_skip_layer_mask(1, num_conds, num_conds - 1,
+    blocks)``: ``[layers, num_conds]``, 0 for the listed blocks in the last (perturbed) sample
+    (STG), or None without blocks."""
+    if not blocks:
+        return None
+    mask = np.ones((num_layers, num_conds), np.float32)
+    for b in blocks:
+        if not -num_layers <= b < num_layers:
+            raise VidaxError(f"skip block {b} does not exist in a DiT of {num_layers} blocks")
+        mask[b, num_conds - 1] = 0
+    return mask
+
+
 # Fixed in the authors' code, not in the config: the sinusoid width of AdaLayerNormSingle,
 # the q/k RMSNorm eps, the final LayerNorm eps, the text mask's additive bias.
 TIMESTEP_CHANNELS = 256
