@@ -7,7 +7,6 @@ torch is imported only by the functions that use it."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 from collections.abc import Callable
@@ -179,32 +178,22 @@ def draw_inputs(seed: int, videos: dict, latents: dict) -> tuple[dict, dict]:
             {k: rng.standard_normal(s).astype(np.float32) for k, s in latents.items()})
 
 
-@contextlib.contextmanager
-def count_chunk_traces(cls, log: list):
-    """Record each trace of a chunked VAE's per-chunk methods in ``log``: (method, input shape,
-    first chunk?). The jitted per-chunk functions call ``cls.encode_chunk`` /
-    ``cls.decode_chunk`` only while tracing."""
+def chunked_vae_run(case, cls) -> dict:
+    """vidax's side of a chunked VAE case (``videos`` / ``latents`` by frame count): the
+    model, the encode of every video, the unclamped decode of every latent batch, and the
+    ``traces`` they compiled: (method, input shape, first chunk?) of each call of
+    ``cls.encode_chunk`` / ``decode_chunk``, which the jitted functions make only when tracing."""
     import pytest
 
+    model, traces = case.load(), []
     with pytest.MonkeyPatch.context() as mp:
         for name in ("encode_chunk", "decode_chunk"):
             original = getattr(cls, name)
 
             def traced(self, x, cache, _original=original, _name=name):
-                log.append((_name, tuple(x.shape), cache is None))
+                traces.append((_name, tuple(x.shape), cache is None))
                 return _original(self, x, cache)
-
             mp.setattr(cls, name, traced)
-        yield
-
-
-def chunked_vae_run(case, cls) -> dict:
-    """vidax's side of a chunked VAE case (``videos`` / ``latents`` by frame count): the
-    model, the encode of every video and the unclamped decode of every latent batch, and the
-    traces of ``cls``' per-chunk methods they compiled (:func:`count_chunk_traces`)."""
-    model = case.load()
-    traces: list = []
-    with count_chunk_traces(cls, traces):
         encoded = {t: np.asarray(model.encode(v)) for t, v in case["videos"].items()}
         decoded = {t: model.decode(z, clamp=False) for t, z in case["latents"].items()}
     return {"model": model, "encoded": encoded, "decoded": decoded, "traces": traces}

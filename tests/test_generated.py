@@ -21,6 +21,7 @@ def test_docs_tables_are_current():
     _check("gen_docs.py")
 
 
+@pytest.mark.slow     # builds every family's reference at its tiny config (torch, diffusers)
 def test_tiny_layouts_are_the_authors():
     """vidax/data/tiny/ records the authors' own key layouts at vidax's tiny configs."""
     _check("make_tiny_layouts.py")

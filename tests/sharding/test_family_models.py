@@ -36,11 +36,13 @@ from vidax.translator.verify import flat_params
 
 jax.config.update("jax_default_matmul_precision", "highest")
 REL_TOL = 1e-4
-# The mixed fsdp x sp x tp mesh in the fast lane (every axis that splits weights or tokens at
-# once); the single-axis meshes and dp x fsdp x tp in CI (``-m slow``).
-MESHES = [pytest.param(spec, marks=pytest.mark.slow) for spec in
-          ("dp=2", "fsdp=8", "tp=8,fsdp=1", "sp=8,fsdp=1", "dp=2,fsdp=2,tp=2")] + [
-    "fsdp=2,sp=2,tp=2"]
+# The fast lane runs the mixed fsdp x sp x tp mesh (every axis that splits weights or tokens
+# at once) for the cheaper models; CI (``-m slow``) runs every mesh for every model.
+SLOW_MESHES = [pytest.param(spec, marks=pytest.mark.slow) for spec in
+               ("dp=2", "fsdp=8", "tp=8,fsdp=1", "sp=8,fsdp=1", "dp=2,fsdp=2,tp=2")]
+MESHES = SLOW_MESHES + ["fsdp=2,sp=2,tp=2"]
+#: HunyuanVideo 1.0 / 1.5, LTX-2 and Gemma: 5-30 s a mesh here, so CI only.
+CI_MESHES = SLOW_MESHES + [pytest.param("fsdp=2,sp=2,tp=2", marks=pytest.mark.slow)]
 
 
 def _place(model: nnx.Module, mesh) -> nnx.Module:
@@ -239,7 +241,7 @@ def _run_hunyuan(model, x, t, text_states, text_mask, text_states_2, guidance):
     return model(x, t, text_states, text_mask, text_states_2, guidance)
 
 
-@pytest.mark.parametrize("spec", MESHES)
+@pytest.mark.parametrize("spec", CI_MESHES)
 def test_hunyuan_video_dit_on_a_mesh(hunyuan, spec):
     _check(_run_hunyuan, *hunyuan, spec)
 
@@ -278,7 +280,7 @@ def _run_ltx2(model, v_latent, v_sigma, v_t, v_context, mask, a_latent, a_sigma,
     return jnp.concatenate([v.reshape(v.shape[0], -1), a.reshape(a.shape[0], -1)], axis=1)
 
 
-@pytest.mark.parametrize("spec", MESHES)
+@pytest.mark.parametrize("spec", CI_MESHES)
 def test_ltx2_dit_on_a_mesh(ltx2, spec):
     _check(_run_ltx2, *ltx2, spec)
 
@@ -303,7 +305,7 @@ def _run_hunyuan15(model, x, t, text_states, text_mask, byt5_states, byt5_mask, 
     return model(x, t, text_states, text_mask, byt5_states, byt5_mask, vision_states)
 
 
-@pytest.mark.parametrize("spec", MESHES)
+@pytest.mark.parametrize("spec", CI_MESHES)
 def test_hunyuan_video1_5_dit_on_a_mesh(hunyuan15, spec):
     _check(_run_hunyuan15, *hunyuan15, spec)
 
@@ -321,7 +323,7 @@ def gemma():
     return GemmaModel(cfg, keys=10), inputs
 
 
-@pytest.mark.parametrize("spec", MESHES)
+@pytest.mark.parametrize("spec", CI_MESHES)
 def test_gemma_text_encoder_on_a_mesh(gemma, spec):
     _check(_run_reason1, *gemma, spec)      # the same call: every hidden state, stacked
 

@@ -74,8 +74,12 @@ def big_checkpoint(tmp_path_factory):
     return cfg, path, largest
 
 
-@pytest.mark.parametrize("mesh,dtype", [("one-device", "stored"), ("fsdp=8", "stored"),
-                                        ("one-device", "bfloat16"), ("fsdp=4,tp=2", "bfloat16")])
+# One device as stored, and a mesh with a cast, in the fast lane; the other two in CI.
+@pytest.mark.parametrize("mesh,dtype", [("one-device", "stored"),
+                                        pytest.param("fsdp=8", "stored", marks=pytest.mark.slow),
+                                        pytest.param("one-device", "bfloat16",
+                                                     marks=pytest.mark.slow),
+                                        ("fsdp=4,tp=2", "bfloat16")])
 def test_streamed_loading_overhead_is_a_small_multiple_of_the_largest_tensor(
         big_checkpoint, mesh, dtype, record_property):
     cfg, path, largest = big_checkpoint

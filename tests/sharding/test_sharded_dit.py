@@ -49,7 +49,9 @@ def _run_on(mesh, model, inputs):
         return run_dit(model, **{k: sharding.shard_batch(v, mesh) for k, v in inputs.items()})
 
 
-@pytest.mark.parametrize("name", list(MESHES))
+# The two mixed meshes in the fast lane; each axis alone in CI (``-m slow``).
+@pytest.mark.parametrize("name", [n if "+" in n else pytest.param(n, marks=pytest.mark.slow)
+                                  for n in MESHES])
 def test_sharded_output_equals_single_device(dit_case, name, record_property):
     cfg, path, inputs, ref = dit_case
     mesh = _mesh(name)

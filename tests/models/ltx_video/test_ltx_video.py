@@ -482,6 +482,7 @@ def test_dit_is_an_nnx_module_without_buffers(release):
     assert set(nnx.state(model).keys()) == set(nnx.state(model, nnx.Param).keys())
 
 
+@pytest.mark.slow     # traces three full-size models at 121 frames: seconds of tracing
 def test_full_size_forwards_trace():
     """The 13B DiT (inner dim 4096: 682 RoPE frequencies per axis, 4 unrotated features), the
     0.9.8 VAE and upsampler at 121 frames x 256 x 384 pixels, abstractly, with bfloat16

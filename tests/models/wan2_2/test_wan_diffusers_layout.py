@@ -94,7 +94,9 @@ VAE_NEGATIVE = {
 }
 
 
-@pytest.fixture(scope="module", params=sorted(VAES))
+# Wan2.2's (patchified, residual) in the fast lane; Wan2.1's in CI (``-m slow``).
+@pytest.fixture(scope="module", params=[pytest.param("wan2_1", marks=pytest.mark.slow),
+                                        "wan2_2"])
 def vae_case(request, tmp_path_factory) -> VAECase:
     """diffusers' tiny VAE saved by itself, inputs, and its outputs (channels-last): the
     posterior ``mean`` and ``log_var`` and the ``decoded`` video (the decoder's chunks, caught
