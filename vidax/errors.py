@@ -39,3 +39,17 @@ class VerificationError(VidaxError):
 
 class RegistryError(VidaxError):
     """An unknown model type, variant, component or layout."""
+
+
+class NumericalError(VidaxError):
+    """A computation made non-finite numbers (NaN or Inf): a sampling step's latents, a
+    decoded video. The message names the step and what to try; nothing is written."""
+
+
+class MemoryEstimateError(VidaxError):
+    """A generation request whose estimated memory exceeds what the devices have, refused
+    before any weight is read; ``estimate`` holds the breakdown."""
+
+    def __init__(self, message: str, estimate=None):
+        self.estimate = estimate
+        super().__init__(message)
