@@ -10,9 +10,9 @@ from vidax.video import read_video
 
 
 def test_demo_writes_the_authors_layout_and_a_playable_video(tmp_path, capsys):
-    video = demo.run(out=str(tmp_path / "demo.mp4"), cache_dir=str(tmp_path / "release"))
+    video = demo.run(out=str(tmp_path / "demo.mp4"), cache_dir=str(tmp_path / "cache"))
     out = capsys.readouterr().out
-    release = tmp_path / "release"
+    release = tmp_path / "cache" / "Wan2.1-T2V-tiny"
     # The authors' file names, the DiT's config.json as their save_pretrained writes it.
     for name in ("diffusion_pytorch_model.safetensors", "Wan2.1_VAE.pth",
                  "models_t5_umt5-xxl-enc-bf16.pth", "google/umt5-xxl/tokenizer.json"):
