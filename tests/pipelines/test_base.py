@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from vidax import registry, sharding
+from vidax import errors, registry, sharding
 from vidax.errors import VidaxError
 from vidax.pipelines import base, inputs
 from vidax.schedulers import FlowMatchEulerScheduler, RectifiedFlowScheduler, RectifiedFlowSteps
@@ -50,7 +50,11 @@ def test_request_resolves_defaults_and_each_option():
             ({"shift": -1}, "shift must be a positive number"),
             ({"sample_solver": "euler"}, "sample_solver must be one of unipc"),
             ({"fps": 0}, "fps must be a positive number"),
-            ({"seed": -1}, "seed must be a non-negative integer")):
+            ({"seed": -1}, "seed must be an integer from 0 to 2**64 - 1"),
+            ({"seed": 2**64}, "seed must be an integer from 0 to 2**64 - 1 "
+                              "(18446744073709551615), got 18446744073709551616"),
+            ({"seed": True}, "seed must be an integer"),
+            ({"seed": 1.5}, "seed must be an integer")):
         with pytest.raises(VidaxError) as e:
             base.Request.resolve("t2v", DEFAULTS, "a cat", solvers=("unipc",), **options)
         assert needle in str(e.value), (options, str(e.value))
@@ -224,3 +228,111 @@ def test_tokenize_warns_once_for_each_cut_prompt():
     assert [str(w.message) for w in record] == [
         "the negative prompt is 11 tokens long, more than the text encoder's 8: its last 3 "
         "tokens were dropped (the authors truncate the same way)"]
+
+
+# ----------------------------------------------------------------------------- issue #11
+def test_seeds_use_all_64_bits():
+    """Seeds below 2**32 draw as ``jax.random.key`` always did; above, all 64 bits count
+    (``jax.random.key`` without x64 keeps the low 32: 2**32 drew what 0 draws)."""
+    import jax
+
+    def draw(seed):
+        return np.asarray(jax.random.normal(inputs.seed_key(seed), (4,)))
+
+    np.testing.assert_array_equal(draw(7), np.asarray(jax.random.normal(jax.random.key(7), (4,))))
+    assert not np.array_equal(draw(2**32), draw(0))
+    assert not np.array_equal(draw(2**32 + 7), draw(7))
+    assert draw(2**64 - 1).shape == (4,)
+    request = base.Request.resolve("t2v", DEFAULTS, "a cat", seed=2**64 - 1)
+    assert request.seed == 2**64 - 1
+    assert _toy().initial_noise(request).shape == (1, *SHAPE)
+
+
+class Poisoned(ToyPipeline):
+    """A guidance scale of NaN from step 3 on: its latents are non-finite."""
+
+    def step_inputs(self, request, run, index, t):
+        scale = jnp.float32(np.nan if index == 2 else 2.0)
+        return run.model, jnp.float32(t), {"guidance_scale": scale}
+
+
+def test_non_finite_latents_stop_the_loop_at_their_step():
+    request = base.Request.resolve("t2v", DEFAULTS, "a cat")
+    pipe = Poisoned(_toy().release, precision="bf16")
+    pipe.adopt("dit", Toy())
+    with pytest.raises(errors.NumericalError) as e:
+        pipe.sample(request=request)
+    message = " ".join(str(e.value).split())
+    timestep = FlowMatchEulerScheduler(4, 5.0).timesteps[2]
+    for needle in (f"the latents of sampling step 3 of 4 (timestep {float(timestep):g})",
+                   "became non-finite (NaN or Inf) with Toy tiny (t2v) from /nowhere",
+                   "no video was written", "--precision fp32"):
+        assert needle in message, message
+    assert isinstance(e.value, VidaxError)
+
+
+class ToyVAE:
+    """Latent frame ``i`` -> one frame of value ``x``; ``on_chunk`` per latent frame."""
+
+    def decode(self, latents, on_chunk=None):
+        frames = []
+        for i in range(latents.shape[1]):
+            frames.append(np.repeat(np.asarray(latents[:, i:i + 1, :, :, :3]), 2, axis=2))
+            if on_chunk is not None:
+                on_chunk(i + 1, latents.shape[1])
+        return np.concatenate(frames, axis=1)
+
+
+def test_decode_refuses_non_finite_latents_and_frames():
+    pipe = _toy()
+    pipe.adopt("vae", ToyVAE())
+    latents = np.zeros(SHAPE, np.float32)
+    assert pipe.decode(latents).shape == (3, 12, 8, 3)
+    latents[1, 2, 3, 0] = np.inf
+    with pytest.raises(errors.NumericalError, match="the final latents became non-finite"):
+        pipe.decode(latents)
+
+    class Broken(ToyVAE):
+        def decode(self, latents, on_chunk=None):
+            return super().decode(latents, on_chunk) * np.float32(np.nan)
+
+    pipe.adopt("vae", Broken())
+    with pytest.raises(errors.NumericalError, match="the decoded video became non-finite"):
+        pipe.decode(np.zeros(SHAPE, np.float32))
+
+
+def _log_console():
+    import io
+
+    from rich.console import Console
+
+    return Console(file=io.StringIO(), force_terminal=False, width=200)
+
+
+def test_progress_into_a_log_prints_steps_and_chunks():
+    """No terminal: a line per step when few, about ten a phase when many; per decoded chunk;
+    a phase that counts nothing (loading) prints its closing line only."""
+    assert [base.log_every(n) for n in (None, 4, 10, 11, 50, 1000)] == [1, 1, 1, 2, 5, 100]
+    console = _log_console()
+    pipe = ToyPipeline(_toy().release, precision="fp32", console=console)
+    pipe.adopt("dit", Toy())
+    pipe.adopt("vae", ToyVAE())
+    for steps, shown in ((4, [1, 2, 3, 4]), (25, [3, 6, 9, 12, 15, 18, 21, 24, 25])):
+        console.file.truncate(0), console.file.seek(0)
+        pipe.decode(pipe.sample(request=base.Request.resolve("t2v", DEFAULTS, "a cat",
+                                                             steps=steps)))
+        lines = console.file.getvalue().splitlines()
+        steps_shown = [line for line in lines if ": step " in line]
+        assert [int(line.split(": step ")[1].split("/")[0]) for line in steps_shown] == shown
+        assert all(f"/{steps}, " in line and " s elapsed, " in line and " s/step" in line
+                   for line in steps_shown), lines
+        assert [line.split(": chunk ")[1].split(",")[0] for line in lines
+                if ": chunk " in line] == ["1/3", "2/3", "3/3"], lines
+        assert lines[-1].startswith("decoding 3 latent frames: done in ")
+    quiet = base.Progress(console)
+    console.file.truncate(0), console.file.seek(0)
+    with quiet.phase("loading dit") as advance:
+        for _ in range(30):
+            advance(total=30)
+    assert console.file.getvalue().splitlines()[0].startswith("loading dit: done in ")
+    assert len(console.file.getvalue().splitlines()) == 1

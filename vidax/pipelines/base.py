@@ -96,10 +96,10 @@ import numpy as np
 from flax import nnx
 
 from vidax import loading, registry
-from vidax.errors import VerificationError, VidaxError
+from vidax.errors import NumericalError, VerificationError, VidaxError
 from vidax.sharding import constrain_batch, shard_batch, use_mesh
-from vidax.pipelines.inputs import (check_count, check_frames, check_size, noise_array, number,
-                                    parse_size)
+from vidax.pipelines.inputs import (check_count, check_frames, check_seed, check_size,
+                                    noise_array, number, parse_size, seed_key)
 from vidax.video import to_uint8, write_mp4
 
 
@@ -224,7 +224,7 @@ class Request:
             raise VidaxError(f"sample_solver must be one of {', '.join(solvers)}, got "
                              f"{sample_solver!r}")
         fps = number("fps", d.fps if fps is None else fps)
-        seed = check_count("seed", seed, minimum=0)
+        seed = check_seed(seed)
         return cls(task=task, prompt=prompt, negative_prompt=negative_prompt or
                    d.negative_prompt, frames=frames, size=size, steps=steps,
                    guidance_scale=guidance_scale, shift=shift, sample_solver=sample_solver,
@@ -240,8 +240,17 @@ class Request:
 
 
 # ----------------------------------------------------------------------------- progress
+def log_every(total: int | None, lines: int = 10) -> int:
+    """Every how many items a log (no terminal) gets a progress line: each item up to
+    ``lines`` items, else ``ceil(total / lines)`` (about ``lines`` lines a phase)."""
+    return 1 if not total or total <= lines else -(-total // lines)
+
+
 class Progress:
-    """Progress bars and one line per finished phase, on a rich console; silent without."""
+    """Progress bars and one line per finished phase, on a rich console; silent without.
+    Into a log or a pipe (no terminal) there is no live bar: a phase that counts ``unit``\\ s
+    prints a line every :func:`log_every` of them (done/total, elapsed, time per unit since
+    the last line), then its closing line."""
 
     def __init__(self, console):
         self.console = console
@@ -251,13 +260,12 @@ class Progress:
             self.console.print(text, soft_wrap=True)  # paths stay whole, copy-pastable
 
     @contextlib.contextmanager
-    def phase(self, description: str, total: int | None = None):
+    def phase(self, description: str, total: int | None = None, unit: str | None = None):
         """Yields ``advance(n=1, total=None)``; prints ``description: done in X s`` at the
-        end."""
+        end. ``unit`` (``"step"``, ``"chunk"``): what ``advance`` counts, for the log lines."""
         start = time.perf_counter()
         if self.console is None or not self.console.is_terminal:
-            # no live bar into logs and pipes: the closing line alone
-            yield lambda n=1, total=None: None
+            yield self._log_advance(description, total, unit, start)
             self.line(f"{description}: done in {time.perf_counter() - start:.1f} s")
             return
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn,
@@ -275,6 +283,29 @@ class Progress:
 
             yield advance
         self.line(f"{description}: done in {time.perf_counter() - start:.1f} s")
+
+    def _log_advance(self, description: str, total: int | None, unit: str | None,
+                     start: float):
+        """``advance`` for a log: silent without a console or a ``unit``."""
+        if self.console is None or unit is None:
+            return lambda n=1, total=None: None
+        state = {"done": 0, "total": total, "shown": 0, "at": start}
+
+        def advance(n=1, total=None):
+            if total is not None:
+                state["total"] = total
+            state["done"] += n
+            done, total = state["done"], state["total"]
+            if done % log_every(total) and done != total:
+                return
+            now = time.perf_counter()
+            per = (now - state["at"]) / max(done - state["shown"], 1)
+            state["shown"], state["at"] = done, now
+            of = f"/{total}" if total else ""
+            self.line(f"  {description}: {unit} {done}{of}, {now - start:.1f} s elapsed, "
+                      f"{per:.2f} s/{unit}")
+
+        return advance
 
 
 # ----------------------------------------------------------------------------- the release
@@ -432,11 +463,24 @@ def _sampling_step(family, solver_step, graphdef, compute_dtype, params, latents
                    t, inputs):
     """One sampling step: the family's guided velocity, the scheduler's update (with
     ``inputs["solver"]``, a dict of its extra per-step arguments), ``after_step``. The
-    latents and the scheduler state are donated."""
+    latents and the scheduler state are donated. Also returns whether every latent is finite
+    (a scalar bool fused into the step, read on the host with the progress)."""
     model = nnx.merge(graphdef, params)
     velocity = family.velocity(model, latents, t, inputs, compute_dtype)
     latents, state = solver_step(velocity, index, latents, state, **inputs.get("solver", {}))
-    return family.after_step(latents, inputs), state
+    latents = family.after_step(latents, inputs)
+    return latents, state, jnp.all(jnp.isfinite(latents))
+
+
+def non_finite_error(what: str, where: str, precision: str) -> NumericalError:
+    """The error for non-finite numbers (NaN or Inf) in ``what``, made by ``where``."""
+    hint = (" or run again with --precision fp32 (precision='fp32'), in case bfloat16 "
+            "overflows" if precision != "fp32" else "")
+    return NumericalError(
+        f"{what} became non-finite (NaN or Inf) with {where}; no video was written. The "
+        "weights are the likeliest cause: check them against their release (vidax verify, "
+        f"or a fresh download){hint}; a custom --noise, --guidance-scale or --shift far from "
+        "the release's defaults can do it too")
 
 
 class PipelineBase:
@@ -514,7 +558,7 @@ class PipelineBase:
         its seed."""
         if request.noise is not None:
             return self._place(request.noise[None])
-        key = jax.random.key(request.seed)
+        key = seed_key(request.seed)
         return self._place(jax.random.normal(key, (1, *request.latent_shape), jnp.float32))
 
     # ------------------------------------------------------------------------- generation
@@ -586,30 +630,44 @@ class PipelineBase:
         width, height = request.size
         what = f", {run.what}" if run.what else ""
         with self._progress.phase(f"sampling {request.frames} frames at {width}x{height}{what}",
-                                  total=len(scheduler.timesteps)) as advance:
+                                  total=len(scheduler.timesteps), unit="step") as advance:
             for index, t in enumerate(scheduler.timesteps):
                 (graphdef, params), timestep, inputs = self.step_inputs(request, run, index, t)
                 with self._mesh():
-                    latents, state = _sampling_step(
+                    latents, state, finite = _sampling_step(
                         type(self), scheduler.step, graphdef, self.precision.dit_compute,
                         params, latents, state, jnp.int32(index), timestep,
                         {**run.inputs, **inputs})
                 latents.block_until_ready()
+                if not bool(finite):  # ready with the latents: no extra wait
+                    raise non_finite_error(
+                        f"the latents of sampling step {index + 1} of "
+                        f"{len(scheduler.timesteps)} (timestep {float(t):g})",
+                        f"{self.describe()} from {self.release.folder}", self.precision.name)
                 advance()
         return latents
 
-    def decode_latents(self, latents: jax.Array) -> jax.Array:
+    def decode_latents(self, latents: jax.Array, on_chunk=None) -> jax.Array:
         """Latents ``[1, T, h, w, C]`` on the devices -> frames ``[1, F, H, W, 3]`` in
-        [-1, 1]."""
-        return self.vae.decode(latents)
+        [-1, 1]; ``on_chunk(done, total)`` after each decoded chunk (the VAE's own)."""
+        return self.vae.decode(latents, on_chunk=on_chunk)
 
     def decode(self, latents) -> np.ndarray:
-        """Latents ``[T, h, w, C]`` -> uint8 frames ``[F, H, W, 3]``."""
-        latents = np.asarray(latents, np.float32)
+        """Latents ``[T, h, w, C]`` -> uint8 frames ``[F, H, W, 3]``; non-finite latents or
+        frames are a :class:`~vidax.errors.NumericalError`."""
+        latents = self.check_finite(np.asarray(latents, np.float32), "the final latents")
         with self._matmul_precision(), self._progress.phase(
-                f"decoding {latents.shape[0]} latent frames"):
-            video = self.decode_latents(self._place(latents[None]))
-        return self.to_uint8(video[0])
+                f"decoding {latents.shape[0]} latent frames", unit="chunk") as advance:
+            video = self.decode_latents(self._place(latents[None]),
+                                        on_chunk=lambda done, total: advance(total=total))
+        return self.to_uint8(self.check_finite(np.asarray(video[0]), "the decoded video"))
+
+    def check_finite(self, array: np.ndarray, what: str) -> np.ndarray:
+        """``array``, checked to hold finite numbers only."""
+        if not np.isfinite(array).all():
+            raise non_finite_error(what, f"{self.describe()} from {self.release.folder}",
+                                   self.precision.name)
+        return array
 
     def write(self, frames, path: str | os.PathLike, *, fps: float | None = None) -> Path:
         """Write frames as an H.264 mp4 at ``fps`` (default: the release's), atomically."""

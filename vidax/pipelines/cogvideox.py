@@ -74,7 +74,7 @@ from vidax.models.t5.model import T5Config
 from vidax.pipelines import base
 from vidax.pipelines.base import (Defaults, Needed, Part, PipelineBase, Release, Run, find_files,
                                   open_folder)
-from vidax.pipelines.inputs import load_image, read_json_config, read_noise, refuse
+from vidax.pipelines.inputs import load_image, read_json_config, read_noise, refuse, seed_key
 from vidax.schedulers.cogvideox import SAMPLE_SOLVERS
 from vidax.sharding import constrain_batch
 
@@ -296,7 +296,7 @@ def to_uint8(video: np.ndarray) -> np.ndarray:
 def seed_keys(seed: int) -> jax.Array:
     """The seed's three streams: the initial noise, the image posterior sample, the DPM
     steps' noise (folded with the step index)."""
-    return jax.random.split(jax.random.key(seed), 3)
+    return jax.random.split(seed_key(seed), 3)
 
 
 # ----------------------------------------------------------------------------- the pipeline
@@ -427,10 +427,10 @@ class CogVideoXPipeline(PipelineBase):
         """The pair is ``[negative, prompt]``, as diffusers batches it: ``u + g (c - u)``."""
         return negative + scale * (prompt - negative)
 
-    def decode_latents(self, latents: jax.Array) -> jax.Array:
+    def decode_latents(self, latents: jax.Array, on_chunk=None) -> jax.Array:
         """diffusers' ``vae.decode(latents * (1 / scaling_factor))``, unclamped."""
         sf = np.float32(1 / self.release.configs["vae"].scaling_factor)
-        return self.vae.decode(latents * sf, normalized=False, clamp=False)
+        return self.vae.decode(latents * sf, normalized=False, clamp=False, on_chunk=on_chunk)
 
 
 Pipeline = CogVideoXPipeline

@@ -247,9 +247,9 @@ class HunyuanVideoPipeline(PipelineBase):
         return dit(x, t, inputs["text"], inputs["text_mask"], inputs["pooled"],
                    inputs["guidance"], compute_dtype=compute_dtype)
 
-    def decode_latents(self, latents: jax.Array) -> jax.Array:
+    def decode_latents(self, latents: jax.Array, on_chunk=None) -> jax.Array:
         """The causal VAE in diffusers' temporal tiles."""
-        return self.vae.decode(latents, framewise=True)
+        return self.vae.decode(latents, framewise=True, on_chunk=on_chunk)
 
 
 Pipeline = HunyuanVideoPipeline

@@ -74,6 +74,33 @@ def check_count(name: str, value, *, minimum: int = 1) -> int:
     return int(value)
 
 
+#: Seeds are 64-bit unsigned integers (what ``torch.manual_seed`` and a threefry key hold).
+SEED_LIMIT = 2**64
+
+
+def check_seed(seed) -> int:
+    """A seed: an integer in [0, 2**64) (a bool is not one)."""
+    if (isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer))
+            or not 0 <= seed < SEED_LIMIT):
+        raise VidaxError(f"seed must be an integer from 0 to 2**64 - 1 "
+                         f"({SEED_LIMIT - 1}), got {seed!r}")
+    return int(seed)
+
+
+def seed_key(seed: int):
+    """The JAX PRNG key of a seed, all 64 bits of it: ``jax.random.key(seed)`` below 2**32
+    (unchanged draws); above, the threefry key ``[seed >> 32, seed & 0xffffffff]`` that
+    ``jax.random.key`` makes with 64-bit integers enabled -- without them it keeps the low
+    32 bits only, so 2**32 would draw what 0 draws."""
+    import jax
+
+    seed = check_seed(seed)
+    if seed < 2**32:
+        return jax.random.key(seed)
+    data = np.asarray([seed >> 32, seed & 0xFFFFFFFF], np.uint32)
+    return jax.random.wrap_key_data(data, impl="threefry2x32")
+
+
 def check_frames(frames, temporal: int = 4) -> int:
     """The frame count must be ``temporal * n + 1`` (the VAE turns those into n + 1 latent
     frames)."""

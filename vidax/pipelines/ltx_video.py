@@ -32,7 +32,7 @@ from vidax.models.t5.model import T5Config
 from vidax.pipelines import base
 from vidax.pipelines.base import Needed, Part, PipelineBase, Run, find_files, open_folder
 from vidax.pipelines.inputs import (check_frames, check_size, load_image, read_json_config, refuse,
-                                    tokenize)
+                                    seed_key, tokenize)
 from vidax.pipelines.image import crop_to_aspect, gaussian_blur, resize_bilinear
 from vidax.schedulers.rectified_flow import RectifiedFlowScheduler, RectifiedFlowSteps
 from vidax.translator.io import open_checkpoint
@@ -291,7 +291,7 @@ class Draws(base.Draws):
 
 def pass_keys(seed: int, index: int) -> jax.Array:
     """Pass ``index``'s four streams: initial, encode, conditioning, decode."""
-    return jax.random.split(jax.random.fold_in(jax.random.key(seed), index), 4)
+    return jax.random.split(jax.random.fold_in(seed_key(seed), index), 4)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -659,7 +659,7 @@ class LTXVideoPipeline(PipelineBase):
         mapping, the timestep-conditioned VAE, ``(x / 2 + 0.5).clamp(0, 1)``, and
         (multi-scale) their bilinear resize to the requested size."""
         request = self.resolve(request)
-        latents = self._place(np.asarray(latents, np.float32)[None])
+        latents = self._place(self.check_finite(np.asarray(latents, np.float32), "latents")[None])
         last = len(request.pass_sizes()) - 1
         noise = (draws or request.given_draws(last)).pick(
             "decode", pass_keys(request.seed, last)[3], tuple(latents.shape[1:]))
@@ -672,8 +672,8 @@ class LTXVideoPipeline(PipelineBase):
                 f"decoding {latents.shape[1]} latent frames"):
             s = jnp.float32(request.decode_noise_scale)
             mixed = latents * (1 - s) + self._place(noise[None]) * s
-            video = np.asarray(self.decode_latents(tone_map_latents(mixed, ratio),
-                                                   request.decode_timestep)[0])
+            video = self.check_finite(np.asarray(self.decode_latents(
+                tone_map_latents(mixed, ratio), request.decode_timestep)[0]), "the video")
         unit = np.clip(video / np.float32(2) + np.float32(0.5), 0, 1)   # their postprocess
         width, height = request.size
         if unit.shape[1:3] != (height, width):

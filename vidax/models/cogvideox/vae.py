@@ -349,14 +349,16 @@ class CogVideoXVAE(nnx.Module):
             mean = mean * cfg.scaling_factor
         return (mean, jnp.clip(log_var, *LOG_VAR_RANGE)) if return_log_var else mean
 
-    def decode(self, latents, *, normalized: bool = True, clamp: bool = True) -> np.ndarray:
+    def decode(self, latents, *, normalized: bool = True, clamp: bool = True,
+               on_chunk=None) -> np.ndarray:
         """Latents ``[B, T', h, w, latent_channels]`` -> video ``[B, T, 8h, 8w, out_channels]``
         (numpy, float32; ``T' = 2k + 1`` latent frames give ``T = 8k + 1``).
 
         Mirrors the pipelines' ``latents / scaling_factor`` (skipped with
         ``normalized=False``) and ``AutoencoderKLCogVideoX.decode`` (tiling off). The output
         is clamped to [-1, 1] unless ``clamp=False`` (diffusers clamps later, in its video
-        post-processing). Each decoded chunk goes to host memory as soon as it is ready.
+        post-processing). Each decoded chunk goes to host memory as soon as it is ready, then
+        ``on_chunk(done, total)`` is called, if given (progress).
         """
         cfg = self.config
         if getattr(latents, "ndim", None) != 5 or latents.shape[-1] != cfg.latent_channels:
@@ -368,9 +370,12 @@ class CogVideoXVAE(nnx.Module):
             z = z / cfg.scaling_factor
         graphdef, state = nnx.split(self)
         frames, cache = [], None
-        for start, stop in frame_batches(z.shape[1], DECODE_FRAMES_PER_CHUNK):
+        chunks = frame_batches(z.shape[1], DECODE_FRAMES_PER_CHUNK)
+        for done, (start, stop) in enumerate(chunks, 1):
             out, cache = _decode_chunk(graphdef, state, z[:, start:stop], cache)
             frames.append(np.asarray(out))
+            if on_chunk is not None:
+                on_chunk(done, len(chunks))
         video = np.concatenate(frames, axis=1)
         return np.clip(video, -1.0, 1.0) if clamp else video
 

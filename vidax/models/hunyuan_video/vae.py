@@ -308,7 +308,7 @@ class HunyuanVideoVAE(nnx.Module):
         return (mean, jnp.clip(log_var, *LOG_VAR_RANGE)) if return_log_var else mean
 
     def decode(self, latents, *, normalized: bool = True, clamp: bool = True,
-               framewise: bool = False) -> np.ndarray:
+               framewise: bool = False, on_chunk=None) -> np.ndarray:
         """Latents ``[B, T', h, w, latent_channels]`` -> video ``[B, 4(T'-1) + 1, 8h, 8w,
         out_channels]`` (numpy, float32).
 
@@ -318,7 +318,8 @@ class HunyuanVideoVAE(nnx.Module):
         (diffusers clamps later, in its video post-processing). ``framewise=True``: diffusers'
         default ``use_framewise_decoding`` instead -- above 4 latent frames, temporal tiles of
         5 latent frames every 3, blended (``_temporal_tiled_decode``); each tile goes to host
-        memory as soon as it is decoded.
+        memory as soon as it is decoded. ``on_chunk(done, total)``, if given, is called after
+        each tile (or the one whole decode): progress.
         """
         cfg = self.config
         if getattr(latents, "ndim", None) != 5 or latents.shape[-1] != cfg.latent_channels:
@@ -330,11 +331,22 @@ class HunyuanVideoVAE(nnx.Module):
             z = z / cfg.scaling_factor
         graphdef, state = nnx.split(self)
         if framewise and z.shape[1] > TILE_FRAMES // 4:
-            video = self._temporal_tiled(
-                lambda x: np.asarray(_reconstruct(graphdef, state, x)), z, TILE_FRAMES // 4,
-                TILE_STRIDE // 4, TILE_FRAMES - TILE_STRIDE, 4 * (z.shape[1] - 1) + 1, scale=1)
+            tiles = -(-z.shape[1] // (TILE_STRIDE // 4))
+            done = iter(range(1, tiles + 1))
+
+            def run(x):
+                out = np.asarray(_reconstruct(graphdef, state, x))
+                if on_chunk is not None:
+                    on_chunk(next(done), tiles)
+                return out
+
+            video = self._temporal_tiled(run, z, TILE_FRAMES // 4, TILE_STRIDE // 4,
+                                         TILE_FRAMES - TILE_STRIDE, 4 * (z.shape[1] - 1) + 1,
+                                         scale=1)
         else:
             video = np.asarray(_reconstruct(graphdef, state, z))
+            if on_chunk is not None:
+                on_chunk(1, 1)
         return np.clip(video, -1.0, 1.0) if clamp else video
 
     @staticmethod

@@ -327,14 +327,16 @@ class ChunkedVideoVAE(nnx.Module):
             mu = (mu - mean) * inv_std
         return (mu, jnp.concatenate(log_vars, axis=1)) if return_log_var else mu
 
-    def decode(self, latents, *, normalized: bool = True, clamp: bool = True) -> np.ndarray:
+    def decode(self, latents, *, normalized: bool = True, clamp: bool = True,
+               on_chunk=None) -> np.ndarray:
         """Latents ``[B, n+1, h, w, z_dim]`` -> video ``[B, 4n+1, s*h, s*w, 3]`` (numpy, float32).
 
         Mirrors the authors' ``Wan2_1_VAE.decode`` / ``Wan2_2_VAE.decode``: latents are
         un-normalised first (``normalized=False``: they are raw posterior samples), the
         output is clamped to [-1, 1] unless
-        ``clamp=False`` (``WanVAE_.decode`` itself does not clamp). Each decoded chunk goes to
-        host memory as soon as it is ready.
+        ``clamp=False`` (``WanVAE_.decode`` itself does not clamp). Each decoded chunk (one
+        latent frame) goes to host memory as soon as it is ready, then ``on_chunk(done,
+        total)`` is called, if given (progress).
         """
         cfg = self.config
         if getattr(latents, "ndim", None) != 5 or latents.shape[-1] != cfg.z_dim:
@@ -349,6 +351,8 @@ class ChunkedVideoVAE(nnx.Module):
         for i in range(z.shape[1]):
             out, cache = _decode_chunk(graphdef, state, z[:, i:i + 1], cache)
             frames.append(np.asarray(out))
+            if on_chunk is not None:
+                on_chunk(i + 1, z.shape[1])
         video = np.concatenate(frames, axis=1)
         return np.clip(video, -1.0, 1.0) if clamp else video
 
