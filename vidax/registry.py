@@ -12,6 +12,7 @@ implements it. A ``*_diffusers`` component name is a layout, not a component.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from dataclasses import dataclass
 
@@ -76,8 +77,9 @@ class ComponentSpec:
             return cls.tiny()
         if variant not in self.variants:
             raise RegistryError(
-                f"{self.model_type} {self.component} has no variant {variant!r}; "
-                f"known: {', '.join(self.variants)} (and 'tiny')")
+                f"{self.model_type} {self.component} has no variant {variant!r}"
+                f"{did_you_mean(variant, [*self.variants, 'tiny'])}; its variants: "
+                f"{', '.join(self.variants)} (and 'tiny')")
         return getattr(cls, self.variants[variant])()
 
 
@@ -125,14 +127,13 @@ def split_component(component: str, layout: str | None) -> tuple[str, str]:
 
 
 def get(model_type: str, component: str, layout: str | None = None) -> ComponentSpec:
+    """The spec of (model_type, component, layout); a name that is not registered is a
+    ``RegistryError`` naming the closest registered ones."""
     _load_builtin()
     component, layout = split_component(component, layout)
     spec = _SPECS.get((model_type, component, layout))
     if spec is None:
-        known = sorted({f"{s.model_type} {s.component} ({s.layout})" for s in _SPECS.values()})
-        raise RegistryError(
-            f"no model registered for model_type {model_type!r}, component {component!r}, "
-            f"layout {layout!r}; registered: {'; '.join(known)}")
+        raise RegistryError(_not_registered(model_type, component, layout))
     return spec
 
 
@@ -144,7 +145,74 @@ def resolve(family: str, variant: str, component: str,
     a = _ALIASES.get((family, variant, component, layout))
     if a is not None:
         return get(a.model_type, a.component, a.layout), a.variant
+    if (family, component, layout) not in _SPECS:
+        raise RegistryError(_not_registered(family, component, layout, variant, aliases=True))
     return get(family, component, layout), variant
+
+
+# ------------------------------------------------------------------------------ suggestions
+def _normalise(name: str) -> str:
+    """``Wan2.1`` / ``wan2-1`` / ``wan21`` -> ``wan21``: case and the separators ``_ . -``
+    (and spaces) do not tell names apart."""
+    return "".join(ch for ch in str(name).lower() if ch not in "_.- ")
+
+
+def suggest(name: str, choices, n: int = 3) -> list[str]:
+    """The names of ``choices`` a misspelt ``name`` most likely meant: those equal to it up to
+    case and separators (so ``wan21``, ``wan2.1`` and ``Wan2_1`` find ``wan2_1`` alone), else
+    :func:`difflib.get_close_matches` over the normalised spellings."""
+    by_key: dict[str, list[str]] = {}
+    for choice in dict.fromkeys(choices):
+        by_key.setdefault(_normalise(choice), []).append(choice)
+    key = _normalise(name)
+    if key in by_key:
+        return by_key[key][:n]
+    found = []
+    for close in difflib.get_close_matches(key, list(by_key), n=n, cutoff=0.6):
+        found += by_key[close]
+    return found[:n]
+
+
+def did_you_mean(name: str, choices) -> str:
+    """`` (did you mean 'wan2_1'?)`` for an error message, or ``""`` when nothing is close."""
+    close = suggest(name, choices)
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+
+
+def _not_registered(model_type: str, component: str, layout: str, variant: str | None = None,
+                    *, aliases: bool = False) -> str:
+    """Why (model_type, component, layout[, variant]) names nothing: the first of the three
+    that is unknown, what it may have meant, and the names it could have been (not a dump
+    of the registry). With ``aliases`` (:func:`resolve`), the alias table's names count."""
+    entries = [(s.model_type, s.component, s.layout, None) for s in _SPECS.values()]
+    if aliases:
+        entries += [(f, c, lay, v) for f, v, c, lay in _ALIASES]
+    types = sorted({e[0] for e in entries})
+    if model_type not in types:
+        return (f"no model registered for model_type {model_type!r}"
+                f"{did_you_mean(model_type, types)}; the model types: {', '.join(types)} "
+                "(vidax models lists their components, layouts and variants)")
+    own = [e for e in entries if e[0] == model_type]
+    layouts: dict[str, list[str]] = {}
+    for _, c, lay, _ in own:
+        layouts.setdefault(c, [])
+        if lay not in layouts[c]:
+            layouts[c].append(lay)
+    if component not in layouts:
+        spelled = list(layouts) + [f"{c}_{lay}" for c, lays in layouts.items() for lay in lays
+                                   if lay == "diffusers"]
+        listed = "; ".join(f"{c} ({', '.join(lays)})" for c, lays in layouts.items())
+        return (f"{model_type} has no component {component!r}{did_you_mean(component, spelled)}"
+                f"; its components (layouts): {listed}")
+    if layout not in layouts[component]:
+        return (f"{model_type} {component} has no layout {layout!r}"
+                f"{did_you_mean(layout, layouts[component])}; its layouts: "
+                f"{', '.join(layouts[component])}")
+    # Only through the alias table, and for other variants than this one.
+    variants = [v for f, c, lay, v in own if (c, lay) == (component, layout) and v]
+    return (f"{model_type} {component} ({layout}) is known only for the variants "
+            f"{', '.join(variants)} (aliases of a component registered under another model "
+            f"type), not {variant!r}{did_you_mean(variant, variants)}")
 
 
 _LOADED = False
