@@ -53,3 +53,13 @@ class MemoryEstimateError(VidaxError):
     def __init__(self, message: str, estimate=None):
         self.estimate = estimate
         super().__init__(message)
+
+
+class NonFiniteWeightsError(VerificationError):
+    """A checkpoint whose weights hold NaN or Inf values, refused at load (or convert) with
+    the checkpoint and the first bad keys named; ``bad`` maps each bad stored key to its
+    count of non-finite values."""
+
+    def __init__(self, message: str, bad: dict | None = None):
+        self.bad = dict(bad or {})
+        super().__init__(message)
