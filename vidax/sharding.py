@@ -68,30 +68,52 @@ def parse_mesh_spec(spec: str | Mapping[str, int] | None, num_devices: int) -> d
     Axes not named are 1, except ``fsdp``, which takes whatever devices the named axes leave
     (so ``None`` or ``""`` is ``fsdp=num_devices``: parameters sharded, batch split where it
     divides -- a layout that runs every model). One axis may be ``-1``: it takes the rest.
-    The sizes must multiply to ``num_devices``.
+    The sizes must multiply to ``num_devices``. A malformed item, an axis named twice, an
+    unknown axis or a size below 1 (other than the one ``-1``) is a ``VidaxError`` naming
+    the item and the axes.
     """
+    axes = f"the axes are {', '.join(AXES)}, e.g. 'dp=2,fsdp=4'"
     if isinstance(spec, Mapping):
-        given = {str(k): int(v) for k, v in spec.items()}
+        items = [(str(k), v, f"{k}={v}") for k, v in spec.items()]
+    elif spec is None or isinstance(spec, str):
+        items = []
+        for item in "".join((spec or "").split()).split(","):
+            if item:
+                name, sep, value = item.partition("=")
+                items.append((name, value if sep else None, item))
     else:
-        given = {}
-        for item in (spec or "").replace(" ", "").split(","):
-            if not item:
-                continue
-            name, sep, value = item.partition("=")
-            try:
-                if not sep:
-                    raise ValueError
-                given[name] = int(value)
-            except ValueError:
-                raise VidaxError(f"mesh spec {spec!r}: {item!r} is not AXIS=SIZE (axes: "
-                                 f"{', '.join(AXES)}; e.g. 'dp=2,fsdp=4')") from None
-    unknown = sorted(set(given) - set(AXES))
-    if unknown:
-        raise VidaxError(f"mesh spec {spec!r}: unknown axis {', '.join(unknown)}; the axes are "
-                         f"{', '.join(AXES)}")
+        raise VidaxError(f"mesh spec {spec!r}: expected a string such as 'dp=2,fsdp=4' or a "
+                         f"dict of axis sizes; {axes}")
+    given: dict[str, int] = {}
+    for name, value, item in items:
+        if not name:
+            size = None
+        elif isinstance(value, str) and re.fullmatch(r"[+-]?[0-9]+", value):
+            size = int(value)
+        elif isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+            size = int(value)
+        else:
+            size = None
+        if size is None:
+            raise VidaxError(f"mesh spec {spec!r}: {item!r} is not AXIS=SIZE with a whole "
+                             f"number SIZE; {axes}")
+        if name not in AXES:
+            from vidax.registry import did_you_mean
+
+            raise VidaxError(f"mesh spec {spec!r}: unknown axis {name}"
+                             f"{did_you_mean(name, AXES)}; {axes}")
+        if name in given:
+            raise VidaxError(f"mesh spec {spec!r}: the axis {name} is named twice; name each "
+                             f"axis once ({axes})")
+        if size == 0 or size < -1:
+            raise VidaxError(f"mesh spec {spec!r}: {item!r}: a size must be a positive number "
+                             f"of devices (or -1 on one axis: the devices the others leave); "
+                             f"{axes}")
+        given[name] = size
     fill = [a for a, n in given.items() if n == -1]
-    if len(fill) > 1 or any(n == 0 or n < -1 for n in given.values()):
-        raise VidaxError(f"mesh spec {spec!r}: sizes must be positive (one axis may be -1)")
+    if len(fill) > 1:
+        raise VidaxError(f"mesh spec {spec!r}: only one axis may be -1 (the devices the "
+                         f"others leave), not {', '.join(fill)}")
     if not fill and FSDP_AXIS not in given:
         fill = [FSDP_AXIS]
     fixed = prod(n for a, n in given.items() if a not in fill)
@@ -103,7 +125,8 @@ def parse_mesh_spec(spec: str | Mapping[str, int] | None, num_devices: int) -> d
         sizes[fill[0]] = num_devices // fixed
     if prod(sizes.values()) != num_devices:
         raise VidaxError(f"mesh spec {spec!r} uses {prod(sizes.values())} devices "
-                         f"({format_mesh_spec(sizes)}); {num_devices} are available")
+                         f"({format_mesh_spec(sizes)}); {num_devices} are available: the "
+                         "sizes must multiply to the device count")
     return sizes
 
 
