@@ -1,8 +1,9 @@
 """Pipelines: a release folder laid out as its authors publish it -> video frames.
 
-``vidax.pipeline(model_type, checkpoint_dir, ...)`` (DESIGN.md §4) returns the family's
-pipeline: calling it with a prompt returns uint8 frames ``[F, H, W, 3]`` (numpy), and its
-``write`` method writes them as an mp4.
+``vidax.pipeline(model_type, checkpoint_dir, ...)`` returns the family's pipeline: calling it
+with a prompt returns uint8 frames ``[F, H, W, 3]`` (numpy), and its ``write`` method writes
+them as an mp4. The families, their tasks and variants are listed below (read from each
+family module, so the list is the code's); each family's guide is docs/models/<model_type>.md.
 
 Each family module (``vidax.pipelines.<model_type>``) offers the same three names, which
 ``vidax generate`` drives so that every input error surfaces before any weight is read:
@@ -19,8 +20,11 @@ a family implements; docs/development.md, "Adding a family pipeline").
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.util
 import os
+import textwrap
 from types import ModuleType
 
 from vidax.errors import VidaxError
@@ -38,22 +42,25 @@ PRECISIONS = ("bf16", "fp32")
 def family(model_type: str) -> ModuleType:
     """The pipeline module of ``model_type``."""
     if model_type not in PIPELINES:
-        raise VidaxError(f"no pipeline for model_type {model_type!r}; pipelines exist for: "
+        from vidax.registry import did_you_mean
+
+        raise VidaxError(f"no pipeline for model_type {model_type!r}"
+                         f"{did_you_mean(model_type, PIPELINES)}; pipelines exist for: "
                          f"{', '.join(PIPELINES)}")
     return importlib.import_module(PIPELINES[model_type])
 
 
 def pipeline(model_type: str, checkpoint_dir: str | os.PathLike, *, variant: str | None = None,
              mesh=None, precision: str = "bf16", console=None):
-    """The generation pipeline of a release folder (DESIGN.md §4).
+    """The generation pipeline of a release folder (the guides: docs/models/<model_type>.md).
 
     Args:
-      model_type: one of :data:`PIPELINES`.
+      model_type: one of :data:`PIPELINES` (the families below).
       checkpoint_dir: the folder as the authors release it (their file names).
-      variant: the release (e.g. wan2_1: ``t2v-1.3b``, ``t2v-14b``, ``i2v-14b``,
-        ``flf2v-14b``; wan2_2: ``ti2v-5b``, ``t2v-a14b``, ``i2v-a14b``); default: read from
-        the folder (the DiT's ``config.json``, ...).
-      mesh: a ``jax.sharding.Mesh`` to place the weights on (replicated for now).
+      variant: the release, one of the family's variants below; default: read from the
+        folder (the DiT's ``config.json``, ...).
+      mesh: a ``jax.sharding.Mesh`` to place the weights on (``vidax.sharding.make_mesh``;
+        docs/hardware_and_sharding.md).
       precision: ``"bf16"`` (the authors' mixed precision, the default) or ``"fp32"``.
       console: a ``rich.console.Console`` for progress; ``None`` is quiet.
 
@@ -64,3 +71,45 @@ def pipeline(model_type: str, checkpoint_dir: str | os.PathLike, *, variant: str
     release = module.inspect_folder(checkpoint_dir, variant=variant)
     return module.Pipeline.from_release(release, mesh=mesh, precision=precision,
                                         console=console)
+
+
+def _facts(model_type: str) -> dict:
+    """A family module's ``NAME`` (its Pipeline's), ``TASKS`` and ``VARIANTS``, read from its
+    source without importing it (which would import JAX); ``{}`` where that fails."""
+    try:
+        tree = ast.parse(open(importlib.util.find_spec(PIPELINES[model_type]).origin,
+                              encoding="utf-8").read())
+    except (OSError, TypeError, AttributeError, SyntaxError, ImportError):
+        return {}
+    facts = {}
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id in ("NAME", "TASKS", "VARIANTS")):
+            try:
+                facts.setdefault(node.targets[0].id, ast.literal_eval(node.value))
+            except ValueError:
+                pass
+    return facts
+
+
+def _families_doc() -> str:
+    """The families section of the docstrings: one bullet per :data:`PIPELINES` entry."""
+    lines = ["", "Families, as ``model_type`` (name): tasks; variants:", ""]
+    for model_type in PIPELINES:
+        f = _facts(model_type)
+        name = f" ({f['NAME']})" if isinstance(f.get("NAME"), str) else ""
+        tasks = f"tasks {', '.join(f['TASKS'])}; " if f.get("TASKS") else ""
+        variants = (f"variants {', '.join(f['VARIANTS'])}" if f.get("VARIANTS")
+                    else f"variants: see :mod:`{PIPELINES[model_type]}`")
+        lines.append(textwrap.fill(f"* ``{model_type}``{name}: {tasks}{variants}", width=88,
+                                   subsequent_indent="  ", break_long_words=False,
+                                   break_on_hyphens=False))
+    return "\n".join(lines) + "\n"
+
+
+_FAMILIES = _families_doc()
+if __doc__:  # (None under python -OO)
+    __doc__ += _FAMILIES
+if pipeline.__doc__:
+    pipeline.__doc__ = pipeline.__doc__.rstrip() + "\n" + textwrap.indent(_FAMILIES, "    ")
