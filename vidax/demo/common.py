@@ -139,3 +139,53 @@ def word_tokenizer(folder: Path, words, specials: Mapping[str, Any], *,
     write_json(folder / "special_tokens_map.json", dict(specials))
     write_json(folder / "tokenizer_config.json", {**dict(specials), **dict(config or {})})
     return tok
+
+
+def byte_level_tokenizer(folder: Path, words, specials: Mapping[str, Any], *,
+                         extra_tokens=(), prepend: tuple[str, ...] = (),
+                         config: Mapping[str, Any] | None = None):
+    """A release's tokenizer folder with a byte-level BPE ``tokenizer.json`` (the kind
+    Llama-3's and Qwen2's are: any text encodes, nothing is unknown), ``special_tokens_map.json``
+    and ``tokenizer_config.json``. Returns the Tokenizer.
+
+    The vocabulary is the 256 byte symbols, then, for each of ``words`` (with and without a
+    leading space), the merges that join its symbols left to right (so most words become one
+    token; a word whose pairs an earlier merge took stays a few tokens), then the special
+    tokens: ``specials`` (role -> token, in id order) and ``extra_tokens`` (special tokens with
+    no role), after the vocabulary as those releases place them. ``prepend``: special tokens
+    the post-processor puts before every sequence (Llama-3's ``<|begin_of_text|>``).
+    ``config``: further ``tokenizer_config.json`` keys (``chat_template``, ...). Deterministic:
+    the same words give the same file."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
+
+    split = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    vocab = {sym: i for i, sym in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
+    merges: list[tuple[str, str]] = []
+    for word in dict.fromkeys(words):
+        for form in (" " + word, word):
+            for piece, _ in split.pre_tokenize_str(form):
+                joined = piece[0]
+                for symbol in piece[1:]:
+                    if joined + symbol not in vocab:
+                        vocab[joined + symbol] = len(vocab)
+                        merges.append((joined, symbol))
+                    joined += symbol
+    special_tokens = list(dict.fromkeys([*specials.values(), *extra_tokens]))
+    for t in special_tokens:
+        vocab.setdefault(t, len(vocab))
+    tok = Tokenizer(models.BPE(vocab, merges))
+    tok.pre_tokenizer = split
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False)
+                            for t in special_tokens])
+    if prepend:
+        tok.post_processor = processors.TemplateProcessing(
+            single=" ".join([*prepend, "$A"]), pair=" ".join([*prepend, "$A", *prepend, "$B:1"]),
+            special_tokens=[(t, vocab[t]) for t in dict.fromkeys(prepend)])
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    text = tok.to_str(pretty=True)
+    _atomic(folder / "tokenizer.json", lambda tmp: Path(tmp).write_text(text))
+    write_json(folder / "special_tokens_map.json", dict(specials))
+    write_json(folder / "tokenizer_config.json", {**dict(specials), **dict(config or {})})
+    return tok
