@@ -78,16 +78,22 @@ def verify_manifest(manifest) -> _verify.Report:
 def verify_checkpoint(model_type: str, component: str, checkpoint, *,
                       variant: str | None = None, config=None,
                       layout: str | None = None) -> _verify.Report:
-    """``vidax verify MODEL_TYPE ...``: a real file's names and shapes through the mapper,
-    against the model at the variant's (or the detected) config. Reads no weights."""
-    if layout is None:
-        layout = _detect_layout(model_type, component, checkpoint, config)
-    spec = registry.get(model_type, component, layout)
-    if config is None:
-        config = spec.make_config(variant) if variant else _detect_config(spec, checkpoint)
-    with open_checkpoint(checkpoint) as ckpt:
-        report, _, _ = verify_tensors(spec, config, ckpt, source=str(checkpoint))
-    return report
+    """``vidax verify MODEL_TYPE ...``: a real file's names, shapes and dtypes through the
+    mapper, against the model at the variant's (or the detected) config. Reads no weights;
+    the report is not raised on (``report.ok``, ``str(report)``)."""
+    with _verified(model_type, component, checkpoint, variant=variant, config=config,
+                   layout=layout) as (_, _, report, _, _):
+        return report
+
+
+def verify(model_type: str, component: str, checkpoint, *, variant: str | None = None,
+           config=None, layout: str | None = None) -> _verify.Report:
+    """The verification report of a checkpoint, reading no weights: what matched, what was
+    ignored (with the reasons), what is missing, unexpected, mis-shaped or of a wrong dtype
+    (``report.ok``, ``report.lines()``, ``str(report)``). ``checkpoint``, ``variant``,
+    ``config`` and ``layout`` as for :func:`load`, which raises where this reports."""
+    return verify_checkpoint(model_type, component, checkpoint, variant=variant,
+                             config=config, layout=layout)
 
 
 def load(model_type: str, component: str, checkpoint, *,
@@ -99,24 +105,32 @@ def load(model_type: str, component: str, checkpoint, *,
     ``checkpoint``: a file or folder of the authors' release, a folder written by
     ``vidax convert`` (detected; loads without translation), or an already open
     ``vidax.translator.io.Checkpoint`` (left open; its ``bytes_read`` shows what the load
-    touched). ``dtype``: cast every parameter to it on the host before placement (default:
-    keep the stored dtype). ``mesh``: a ``jax.sharding.Mesh`` (``vidax.sharding.make_mesh``);
+    touched). ``variant``/``config``: which model to build; default: the config the file's
+    metadata declares, else the ``config.json`` beside diffusers/transformers weights, else
+    the named release its tensors identify. ``dtype``: cast every parameter to it on the
+    host before placement (``"bf16"``, ``"float32"``, ...; default: keep the stored dtype).
+    ``mesh``: a ``jax.sharding.Mesh`` (``vidax.sharding.make_mesh``);
     each parameter is then placed straight into its sharding by ``rules`` (default: the
     model class's table in ``vidax.sharding``), every device's block read from the memory map
     on its own; default: the first device. ``layout``: the file's key layout (``original``,
     ``diffusers``); default: detected from the keys where the component has several.
     ``progress(done, total, name)`` is called after each parameter is placed.
+
+    Refused (``VidaxError``, nothing returned): a tree that does not match 1:1, integer or
+    boolean data where the model has float parameters (no rule declares it quantized or an
+    asset), and weights holding NaN or Inf values (``NonFiniteWeightsError``, checked on the
+    device once every parameter is placed).
     """
     return load_with_report(model_type, component, checkpoint, variant=variant, config=config,
                             dtype=dtype, mesh=mesh, layout=layout, rules=rules,
                             progress=progress)[0]
 
 
-def load_with_report(model_type: str, component: str, checkpoint, *,
-                     variant: str | None = None, config=None, dtype=None, mesh=None,
-                     layout: str | None = None, rules: PartitionRules | None = None,
-                     progress: Progress | None = None) -> tuple[nnx.Module, _verify.Report]:
-    """``load``, also returning the verification report (what matched, what was ignored)."""
+@contextlib.contextmanager
+def _verified(model_type: str, component: str, checkpoint, *, variant, config, layout):
+    """The open checkpoint with its spec, config, report, plan and tensor view (the prefix
+    view or the converted cache itself), reading no weights; closed after unless the caller
+    passed an open ``Checkpoint``."""
     if layout is None:
         layout = _detect_layout(model_type, component, checkpoint, config)
     spec = registry.get(model_type, component, layout)
@@ -129,17 +143,34 @@ def load_with_report(model_type: str, component: str, checkpoint, *,
     else:
         ckpt = None
         source = checkpoint
-    if config is None:
-        config = spec.make_config(variant) if variant else _detect_config(spec, source)
+    if config is None and variant:
+        config = spec.make_config(variant)
     if ckpt is None:
         ckpt = owned = open_checkpoint(checkpoint)
     with owned:
+        if config is None:
+            config = _detect_config(spec, ckpt)
         if converted.is_converted_checkpoint(ckpt):
             plan, view = converted.identity_plan(ckpt), ckpt
             abstract = _verify.abstract_params(spec.model_class(), config)
             report = _verify.compare(plan, abstract, source=str(source), num_tensors=len(ckpt))
         else:
             report, plan, view = verify_tensors(spec, config, ckpt, source=str(source))
+        yield spec, config, report, plan, view
+
+
+def load_with_report(model_type: str, component: str, checkpoint, *,
+                     variant: str | None = None, config=None, dtype=None, mesh=None,
+                     layout: str | None = None, rules: PartitionRules | None = None,
+                     progress: Progress | None = None) -> tuple[nnx.Module, _verify.Report]:
+    """``load``, also returning the verification report (what matched, what was ignored)."""
+    from vidax import dtypes
+
+    if dtype is not None:
+        dtype = dtypes.parse(dtype, what="the load dtype")
+    with _verified(model_type, component, checkpoint, variant=variant, config=config,
+                   layout=layout) as (spec, config, report, plan, view):
+        source = report.source
         if not report.ok:
             raise VerificationError(
                 f"{source} is not a {model_type} {component} checkpoint at this config "
@@ -165,7 +196,7 @@ def load_with_report(model_type: str, component: str, checkpoint, *,
         # copy slot, so host memory beyond the placed arrays stays within one such copy.
         copy_slot = threading.Lock()
 
-        def place_one(name: str) -> jax.Array:
+        def place_one(name: str) -> tuple[jax.Array, jax.Array | None]:
             target = plan.targets[name]
             slot = (copy_slot if target.copies_on_host(view, dtype)
                     else contextlib.nullcontext())
@@ -175,17 +206,122 @@ def load_with_report(model_type: str, component: str, checkpoint, *,
                     array = jax.device_put(np.asarray(target.materialize(view, dtype=dtype)))
                 else:
                     array = place(target, view, shardings[name], dtype=dtype)
-                return array.block_until_ready()   # the host buffer is free once it returns
+                array.block_until_ready()   # the host buffer is free once it returns
+            # the finite test runs on the device, asynchronously, while others are placed
+            return array, _verify.count_nonfinite_on_device(array)
 
         total = len(plan.targets)
-        leaves = []
+        leaves, counts = [], {}
         with ThreadPoolExecutor(PLACEMENT_THREADS, thread_name_prefix="vidax-place") as pool:
             arrays = pool.map(place_one, names)
-            for done, ((path, var), name, array) in enumerate(zip(flat, names, arrays), 1):
+            for done, ((path, var), name, (array, count)) in enumerate(
+                    zip(flat, names, arrays), 1):
                 leaves.append((path, var.replace(array)))
+                if count is not None:
+                    counts[name] = count
                 if progress is not None:
                     progress(done, total, name)
+        _check_finite(counts, plan, view, source, dtype, total)
         return nnx.merge(graphdef, nnx.from_flat_state(leaves)), report
+
+
+def _check_finite(counts: dict[str, jax.Array], plan: Plan, view: Mapping, source: str,
+                  dtype, total: int) -> None:
+    """Raise ``NonFiniteWeightsError`` if a placed parameter holds NaN/Inf: the device counts
+    come back in one transfer; the error names the stored keys (checkpoint names), and says
+    whether the cast to ``dtype`` made them (the stored data of the bad ones re-checked)."""
+    got = jax.device_get(counts)
+    bad_paths = [name for name, n in got.items() if int(n)]
+    if not bad_paths:
+        return
+    bad: dict[str, tuple[int, int]] = {}
+    for name in bad_paths:
+        target = plan.targets[name]
+        key = ", ".join(target.keys)
+        bad[key] = (int(got[name]), int(np.prod(target.shape)))
+    cast = None
+    if dtype is not None and not any(
+            _verify.count_nonfinite(plan.targets[n].materialize(view)) for n in bad_paths):
+        cast = np.dtype(dtype).name
+    raise _verify.nonfinite_error(str(source), bad, total=total, cast=cast)
+
+
+# ------------------------------------------------------------------------ compiled calls
+def compiled(model, method: str = "__call__"):
+    """``model.method`` as one compiled XLA program per input signature: the call a loaded
+    model should get from Python (an eager NNX call runs op by op, seconds even at tiny size).
+
+    ``vidax.compiled(dit)(x, context, t)`` or ``vidax.compiled(dit.__call__)``. The weights
+    are split out of the module once (``nnx.split``) and passed as the jitted function's
+    argument, never baked in as constants; the module's structure is static. Arrays (jax or
+    numpy, anywhere in the arguments' pytrees) are traced; everything else (Python numbers,
+    strings, None, enums) is a compile-time constant, so a new value of it compiles anew:
+    pass numbers that change per call (timesteps) as arrays. Compiled programs are cached per
+    shape, dtype and constant values, for the life of the returned callable. The module is
+    read, never mutated (vidax models keep no state but their parameters); a later change to
+    its parameters is not seen: call ``compiled`` again.
+
+    Methods that already run compiled steps from a host loop (a video VAE's chunked
+    ``encode`` / ``decode``, which go to numpy between chunks) are not traceable as one
+    program: call them directly.
+    """
+    import functools
+
+    if not isinstance(model, nnx.Module) and isinstance(getattr(model, "__self__", None),
+                                                        nnx.Module):
+        model, method = model.__self__, model.__name__
+    if not isinstance(model, nnx.Module):
+        raise VidaxError(f"vidax.compiled takes a loaded model (an nnx.Module) or one of its "
+                         f"methods, got {type(model).__name__}")
+    if not callable(getattr(model, method, None)):
+        raise VidaxError(f"{type(model).__name__} has no method {method!r}")
+    graphdef, state = nnx.split(model)
+
+    @functools.partial(jax.jit, static_argnums=(1, 2))
+    def run(state, treedef, constants, arrays):
+        leaves, it = list(constants), iter(arrays)
+        leaves = [next(it) if leaf is _TRACED else leaf for leaf in leaves]
+        args, kwargs = jax.tree_util.tree_unflatten(treedef, leaves)
+        return getattr(nnx.merge(graphdef, state), method)(*args, **kwargs)
+
+    @functools.wraps(getattr(model, method))
+    def call(*args, **kwargs):
+        treedef, constants, arrays = _split_args(args, kwargs)
+        try:
+            hash(constants)
+        except TypeError as e:
+            raise VidaxError(f"vidax.compiled: every argument that is not an array must be "
+                             f"hashable (it becomes a compile-time constant): {e}") from e
+        try:
+            return run(state, treedef, constants, arrays)
+        except (jax.errors.TracerArrayConversionError,
+                jax.errors.ConcretizationTypeError) as e:
+            raise VidaxError(
+                f"{type(model).__name__}.{method} runs host code between compiled steps (a "
+                f"chunked VAE's encode/decode are compiled per chunk already), so it cannot be "
+                f"compiled as one program: call it directly ({type(e).__name__})") from e
+
+    call.lower = lambda *args, **kwargs: run.lower(state, *_split_args(args, kwargs))
+    return call
+
+
+class _Traced:
+    """The place of a traced array among the constants of a :func:`compiled` call."""
+
+    def __repr__(self):
+        return "<traced>"
+
+
+_TRACED = _Traced()
+
+
+def _split_args(args, kwargs):
+    """``(treedef, constants, arrays)`` of a call's arguments: the arrays are traced, the
+    other leaves (with a placeholder where each array was) are static."""
+    leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
+    traced = [isinstance(x, (jax.Array, np.ndarray)) for x in leaves]
+    return (treedef, tuple(_TRACED if t else x for t, x in zip(traced, leaves)),
+            [x for t, x in zip(traced, leaves) if t])
 
 
 # ------------------------------------------------------------------------ streamed placement
@@ -322,17 +458,24 @@ def _detect_layout(model_type: str, component: str, checkpoint, config) -> str |
 
 
 def _detect_config(spec: registry.ComponentSpec, checkpoint):
-    """The config of a checkpoint: the one its embedded metadata declares (where the spec has
-    a ``config_from_metadata`` hook), else its release's, from its key/shape set (packaged
-    manifests)."""
+    """The config of a checkpoint (a path or an open ``Checkpoint``): the one its embedded
+    metadata declares (where the spec has a ``config_from_metadata`` hook), else the one its
+    ``config.json`` describes (:func:`config_from_json`), else its release's, from its
+    key/shape set (packaged manifests)."""
     from vidax import manifests
 
-    with open_checkpoint(checkpoint) as ckpt:
-        declared = spec.config_from_file_metadata(ckpt.metadata, str(checkpoint))
+    owned = (contextlib.nullcontext(checkpoint) if isinstance(checkpoint, Checkpoint)
+             else open_checkpoint(checkpoint))
+    with owned as ckpt:
+        source = ckpt.path if isinstance(checkpoint, Checkpoint) else str(checkpoint)
+        declared = spec.config_from_file_metadata(ckpt.metadata, source)
+        if declared is not None:
+            return declared
+        declared, note = config_from_json(spec, ckpt)
         if declared is not None:
             return declared
         tensors = {k: (tuple(v.shape), str(v.dtype)) for k, v in ckpt.items()}
-    found = manifests.identify(tensors, path=str(checkpoint))
+    found = manifests.identify(tensors, path=source)
     for m in found.candidates():
         try:
             s, variant = registry.resolve(m.family, m.variant, m.component, m.layout)
@@ -340,9 +483,47 @@ def _detect_config(spec: registry.ComponentSpec, checkpoint):
             continue
         if s is spec:
             return s.make_config(variant)
+    first = next(iter(spec.variants), "NAME")
     raise VidaxError(
-        f"{checkpoint}: could not tell which {spec.model_type} {spec.component} release this "
-        f"is from its tensors; pass variant= (one of {', '.join(spec.variants)}) or config=")
+        f"{source}: could not tell which {spec.model_type} {spec.component} release this "
+        f"is from its tensors{note}; name the variant (--variant {first} on the command line, "
+        f"variant=\"{first}\" in Python; one of {', '.join(spec.variants)}, or tiny), or in "
+        f"Python pass config= (vidax.config(\"{spec.model_type}\", \"{spec.component}\", "
+        f"...) or the config class {spec.config.rsplit(':', 1)[-1]})")
+
+
+#: Layouts whose weights sit in a folder of their own beside the ``config.json`` that
+#: describes them (diffusers' and transformers' ``save_pretrained``).
+CONFIG_JSON_LAYOUTS = ("diffusers", "transformers")
+
+
+def reads_config_json(spec: registry.ComponentSpec) -> bool:
+    """Whether a ``config.json`` beside this component's weights is its own: diffusers and
+    transformers layouts, and release layouts that keep the component in a folder of its
+    own (a folder in its file pattern: HunyuanVideo-1.5's ``transformer/480p_t2v/``). Not a
+    release folder shared by several components (Wan's ``config.json`` beside its VAE)."""
+    return spec.layout in CONFIG_JSON_LAYOUTS or any("/" in f for f in spec.files)
+
+
+def config_from_json(spec: registry.ComponentSpec, ckpt: Checkpoint):
+    """``(config, note)``: the config the ``config.json`` beside the checkpoint's files
+    describes, built by the config class's ``from_dict`` (the reader of the diffusers /
+    transformers keys), where the spec :func:`reads_config_json`; ``(None, note)`` where
+    there is none or it cannot be read (``note`` says why, for the caller's error)."""
+    import json
+
+    if not reads_config_json(spec) or not ckpt.files:
+        return None, ""
+    path = Path(ckpt.files[0]).parent / "config.json"
+    if not path.is_file():
+        return None, ""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        return spec.make_config(overrides=data), ""
+    except (OSError, ValueError, TypeError, KeyError, VidaxError) as e:
+        return None, f" (the config.json beside it, {path}, is not a config vidax can build: {e})"
 
 
 def find_files(folder: str | os.PathLike, spec: registry.ComponentSpec) -> Path:

@@ -22,13 +22,24 @@ Rules (each pattern is a regular expression):
   converter's automatic layout (``vidax.translator.converter.auto_layout``), of the Flax
   leaf name, a reshape of the stored tensor, or an explicit dtype cast. Search match
   against the key before renaming.
-* ``Dequantize(pattern, scale, dtype)`` -- a quantized weight (fp8) stored with a scale
-  tensor (``scale`` is the template of its key): the target is ``weight * scale`` in
-  ``dtype``; the scale tensor is consumed.
+* ``Dequantize(pattern, scale, dtype, format="scaled")`` -- a quantized weight (fp8, int8)
+  stored with a scale tensor (``scale`` is the template of its key): the target is
+  ``weight * scale`` in ``dtype``; the scale tensor is consumed. The target records the
+  ``format`` (``Target.quantized``), which is what lets its stored data be integers.
+* ``Asset(pattern, what)`` -- a stored tensor that is a file's bytes, not a weight
+  (LTX-2.5's text-encoder file keeps its tokenizer and Hugging Face sidecar files as uint8
+  tensors): fed to no parameter, listed as an asset (``Plan.assets``) with ``what``.
 * ``Rename(pattern, repl)`` -- ordered ``re.sub`` rewrites of the key into the Flax
   module path. All of them are applied in order.
 
-Order of application per key: ignore -> dequantize -> split -> tie -> merge -> transform ->
+The weight policy (``vidax.translator.verify.compare``): a parameter the model holds in a
+float dtype is fed only by stored float data, unless its target is declared quantized (a
+``Dequantize`` rule, or a later quantization rule that sets ``Target.quantized``, e.g.
+GGUF blocks or ``comfy_quant`` layers). Integer and boolean tensors that are no weight are
+``Ignore``-d or declared an ``Asset``; anything else integer or boolean is a verification
+error naming its key.
+
+Order of application per key: ignore/asset -> dequantize -> split -> tie -> merge -> transform ->
 rename -> leaf/layout. Every stored tensor ends up mapped or ignored with its reason; two tensors
 landing on one path is an error.
 """
@@ -93,9 +104,16 @@ class Dequantize:
     pattern: str
     scale: str
     dtype: str = "bfloat16"
+    format: str = "scaled"        # recorded as Target.quantized: "weight * scale"
 
 
-Rule = Rename | Ignore | Split | Merge | Tie | Transform | Dequantize
+@dataclass(frozen=True)
+class Asset:
+    pattern: str
+    what: str
+
+
+Rule = Rename | Ignore | Split | Merge | Tie | Transform | Dequantize | Asset
 
 
 @dataclass(frozen=True)
@@ -136,6 +154,8 @@ class Target:
     shape: tuple[int, ...]
     dtype: str
     scale: str | None = None      # key of a dequantization scale (``Dequantize``)
+    stored_dtype: str | None = None   # the stored dtype of the sources (before any step)
+    quantized: str | None = None      # the quantization format a rule declared, if any
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -188,6 +208,7 @@ class Plan:
 
     targets: dict[str, Target] = field(default_factory=dict)
     ignored: dict[str, str] = field(default_factory=dict)   # stored key -> reason
+    assets: dict[str, str] = field(default_factory=dict)    # stored key -> what it holds
     consumed: set[str] = field(default_factory=set)          # stored keys that feed a target
 
     def by_key(self) -> dict[str, list[str]]:
@@ -208,10 +229,43 @@ class _Pending:
     shape: tuple[int, ...]
     dtype: str
     scale: str | None = None
+    stored_dtype: str | None = None
+    quantized: str | None = None
 
 
 def _dtype_name(dtype) -> str:
     return str(dtype) if not isinstance(dtype, str) else dtype
+
+
+def is_float_data(dtype) -> bool | None:
+    """Whether a stored dtype (a name as the files and manifests spell it, or a numpy dtype)
+    holds real floating-point numbers: float16/32/64, bfloat16, the float8 kinds. False for
+    integers, booleans and complex numbers; None where the dtype is unknown (a manifest
+    without dtypes) or not one numpy knows."""
+    if dtype is None or dtype == "None":
+        return None
+    try:
+        d = converter.as_dtype(dtype)
+    except (TypeError, ValueError, MappingError):
+        return None
+    if d.kind == "f":
+        return True
+    if d.kind in "iubc":
+        return False
+    # ml_dtypes' bfloat16 / float8_* are kind "V": floats by their finfo
+    try:
+        import ml_dtypes
+
+        ml_dtypes.finfo(d)
+        return True
+    except (TypeError, ValueError):
+        return None
+
+
+def _least_float(dtypes: list[str | None]) -> str | None:
+    """The stored dtype a merge reports: the first non-float part's (so the policy sees it),
+    else the first part's."""
+    return next((d for d in dtypes if is_float_data(d) is False), dtypes[0] if dtypes else None)
 
 
 @dataclass(frozen=True)
@@ -243,37 +297,41 @@ class Mapper:
         plan = Plan()
         infos = {k: TensorInfo(tuple(v.shape), _dtype_name(v.dtype)) for k, v in tensors.items()}
 
-        # 1. ignore
+        # 1. ignore, assets
         live: dict[str, TensorInfo] = {}
         for k, info in infos.items():
             rule = next((r for r in self._of(Ignore) if re.fullmatch(r.pattern, k)), None)
+            asset = next((r for r in self._of(Asset) if re.fullmatch(r.pattern, k)), None)
             if rule is not None:
                 plan.ignored[k] = rule.reason
+            elif asset is not None:
+                plan.assets[k] = asset.what
             else:
                 live[k] = info
 
         # 2. dequantize: a quantized weight absorbs its scale tensor
-        scales: dict[str, tuple[str, str]] = {}   # weight key -> (scale key, dtype)
+        scales: dict[str, tuple[str, str, str]] = {}   # weight key -> (scale key, dtype, format)
         for k in list(live):
             rule = next((r for r in self._of(Dequantize) if re.fullmatch(r.pattern, k)), None)
             if rule is None:
                 continue
             scale_key = re.fullmatch(rule.pattern, k).expand(rule.scale)
             if scale_key in live:
-                scales[k] = (scale_key, rule.dtype)
+                scales[k] = (scale_key, rule.dtype, rule.format)
             elif live[k].dtype.startswith("float8"):
                 raise MappingError(f"mapper {self.name}: {k} is stored as {live[k].dtype} "
                                    f"but its scale {scale_key} is not in the checkpoint")
-        for scale_key, _ in scales.values():
+        for scale_key, _, _ in scales.values():
             live.pop(scale_key, None)
 
         # 3. split: virtual key -> pending target
         virtual: dict[str, _Pending] = {}
         for k, info in live.items():
-            scale, dtype = scales.get(k, (None, info.dtype))
+            scale, dtype, quantized = scales.get(k, (None, info.dtype, None))
             rule = next((r for r in self._of(Split) if re.fullmatch(r.pattern, k)), None)
             if rule is None:
-                virtual[k] = _Pending((Source(k),), None, info.shape, dtype, scale)
+                virtual[k] = _Pending((Source(k),), None, info.shape, dtype, scale,
+                                      info.dtype, quantized)
                 continue
             if scale is not None:
                 raise MappingError(f"mapper {self.name}: {k} is both quantized and split; "
@@ -291,7 +349,8 @@ class Mapper:
                 shape = list(info.shape)
                 shape[axis] = size
                 virtual[m.expand(part)] = _Pending((Source(k, axis, start, start + size),),
-                                                   None, tuple(shape), dtype)
+                                                   None, tuple(shape), dtype,
+                                                   stored_dtype=info.dtype)
                 start += size
 
         # 4. tie: the same data under a second key
@@ -319,8 +378,10 @@ class Mapper:
                 axis = rule.axis % len(members[0].shape)
                 shape = list(members[0].shape)
                 shape[axis] = sum(p.shape[axis] for p in members)
+                stored = [p.stored_dtype for p in members]
                 virtual[into] = _Pending(tuple(s for p in members for s in p.sources), axis,
-                                         tuple(shape), members[0].dtype)
+                                         tuple(shape), members[0].dtype,
+                                         stored_dtype=_least_float(stored))
 
         # 6. transform + rename + leaf/layout
         for vk, pending in virtual.items():
@@ -345,7 +406,8 @@ class Mapper:
             out_shape = converter.converted_shape(rank_shape, layout)
             cast = rule.cast if rule is not None else None
             target = Target(path, sources, concat_axis, reshape, layout, cast, out_shape,
-                            cast or dtype, pending.scale)
+                            cast or dtype, pending.scale, pending.stored_dtype,
+                            pending.quantized)
             if path in plan.targets:
                 raise MappingError(
                     f"mapper {self.name}: {', '.join(plan.targets[path].keys)} and "

@@ -5,7 +5,10 @@ config -- shapes only, no memory. vidax layers take a ``KeyGen`` rather than ``n
 so this stays fast at 14B scale, and trees are cached per (model class, config).
 
 What a passing report proves: every stored tensor found exactly one home (or was ignored
-with a stated reason), every parameter of the model is fed, every shape is equal. What it
+with a stated reason, or declared an asset), every parameter of the model is fed, every
+shape is equal, and every float parameter is fed by float data or by data a rule declared
+quantized (the weight policy: ``vidax.translator.mapping``), all from the stored names,
+shapes and dtypes alone. What it
 does not prove: that the *meaning* is right -- swapped q/k of one block, a reversed channel
 order or a missing rescale all pass it. Only output comparison against the reference
 implementation catches those (see tests/models/).
@@ -14,13 +17,16 @@ implementation catches those (see tests/models/).
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
-from vidax.errors import VerificationError
-from vidax.translator.mapping import Plan
+from vidax.errors import NonFiniteWeightsError, VerificationError
+from vidax.translator.mapping import Plan, is_float_data
 
 
 def flat_params(module: nnx.Module) -> dict[str, object]:
@@ -53,17 +59,20 @@ class Report:
     num_params: int = 0                                # parameters (elements) of the model tree
     num_leaves: int = 0                                # parameter arrays of the model tree
     ignored: dict[str, str] = field(default_factory=dict)
+    assets: dict[str, str] = field(default_factory=dict)     # stored key -> what it holds
     missing: list[tuple[str, tuple]] = field(default_factory=list)            # (path, shape)
     unexpected: list[tuple[str, str, tuple]] = field(default_factory=list)    # (path, key, shape)
     mismatched: list[tuple[str, str, tuple, tuple]] = field(default_factory=list)
+    # (path, key, model dtype, stored dtype): integer/boolean data where the model is float
+    wrong_dtype: list[tuple[str, str, str, str]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not (self.missing or self.unexpected or self.mismatched)
+        return not (self.missing or self.unexpected or self.mismatched or self.wrong_dtype)
 
     @property
     def expected(self) -> int:
-        return self.num_tensors - len(self.ignored)
+        return self.num_tensors - len(self.ignored) - len(self.assets)
 
     def headline(self) -> str:
         return (f"matched {self.matched}/{self.expected} tensors, "
@@ -77,6 +86,9 @@ class Report:
                 reasons.setdefault(why, []).append(k)
             for why, keys in reasons.items():
                 out.append(f"ignored {len(keys)} tensor(s) ({why}): {_names(keys, 3)}")
+        if self.assets:
+            out.append(f"assets (file bytes, not weights) {len(self.assets)}: "
+                       f"{_names(self.assets, 3)}")
 
         def section(title, rows, fmt):
             if rows:
@@ -92,6 +104,9 @@ class Report:
                 lambda r: f"{r[1]} -> {r[0]} {list(r[2])}")
         section("mis-shaped", self.mismatched,
                 lambda r: f"{r[1]} -> {r[0]}: model {list(r[2])}, checkpoint {list(r[3])}")
+        section("wrong dtype: integer or boolean data where the model has float parameters "
+                "(no rule declares it quantized or an asset)", self.wrong_dtype,
+                lambda r: f"{r[1]} -> {r[0]}: model {r[2]}, checkpoint {r[3]}")
         return out
 
     def __str__(self) -> str:
@@ -106,7 +121,8 @@ def _names(keys, n):
 def compare(plan: Plan, abstract: dict[str, jax.ShapeDtypeStruct], *, source: str,
             num_tensors: int) -> Report:
     """Match a plan's targets against an abstract parameter tree."""
-    report = Report(source=source, num_tensors=num_tensors, ignored=dict(plan.ignored))
+    report = Report(source=source, num_tensors=num_tensors, ignored=dict(plan.ignored),
+                    assets=dict(plan.assets))
     report.num_leaves = len(abstract)
     report.num_params = sum(int(v.size) for v in abstract.values())
     bad_keys: set[str] = set()
@@ -119,6 +135,13 @@ def compare(plan: Plan, abstract: dict[str, jax.ShapeDtypeStruct], *, source: st
             report.mismatched.append((path, ", ".join(target.keys), tuple(want.shape),
                                       target.shape))
             bad_keys.update(target.keys)
+        elif target.quantized is None and is_float_data(want.dtype):
+            stored = (target.stored_dtype if target.stored_dtype is not None
+                      else target.dtype if target.cast is None else None)
+            if is_float_data(stored) is False:
+                report.wrong_dtype.append((path, ", ".join(target.keys), str(want.dtype),
+                                           str(stored)))
+                bad_keys.update(target.keys)
     report.missing = [(p, tuple(v.shape)) for p, v in abstract.items()
                       if p not in plan.targets]
     report.matched = len(plan.consumed - bad_keys)
@@ -132,3 +155,66 @@ def check(report: Report) -> Report:
             f"{report.source} does not match the model 1:1: " + "; ".join(report.lines(5)[1:]),
             report)
     return report
+
+
+# ----------------------------------------------------------------------- non-finite weights
+#: Elements per block of :func:`count_nonfinite`'s host pass (its temporary is one bool each).
+_HOST_BLOCK = 1 << 24
+
+
+def count_nonfinite(array) -> int:
+    """NaN and Inf values in a host array (0 for integer data), read in blocks of rows so the
+    temporary stays small whatever the layout (a transposed view is not copied)."""
+    array = np.asarray(array)
+    if is_float_data(array.dtype) is not True:
+        return 0
+    if array.ndim == 0:
+        return int(not np.isfinite(array))
+    rows = max(1, _HOST_BLOCK // max(1, array[0].size))
+    return sum(int(np.count_nonzero(~np.isfinite(array[i:i + rows])))
+               for i in range(0, array.shape[0], rows))
+
+
+def check_finite(array, key: str, *, source: str) -> None:
+    """Raise ``NonFiniteWeightsError`` naming ``source`` and ``key`` if the host array holds
+    NaN or Inf values (``vidax convert`` calls it on each tensor as it writes it)."""
+    bad = count_nonfinite(array)
+    if bad:
+        raise nonfinite_error(source, {key: (bad, int(np.size(array)))}, total=None)
+
+
+@jax.jit
+def _nonfinite_on_device(x: jax.Array) -> jax.Array:
+    # one fused elementwise test + reduction, no temporary the size of x
+    return jnp.sum(~jnp.isfinite(x), dtype=jnp.int32)
+
+
+def count_nonfinite_on_device(array: jax.Array) -> jax.Array | None:
+    """The count of NaN/Inf values of a placed (maybe sharded) float array, as a device
+    scalar, dispatched asynchronously (read it with ``jax.device_get`` once for all arrays);
+    None for integer data. Compiled once per shape, dtype and sharding."""
+    if is_float_data(array.dtype) is not True:
+        return None
+    return _nonfinite_on_device(array)
+
+
+def nonfinite_error(source: str, bad: Mapping[str, tuple[int, int]], *, total: int | None,
+                    cast: str | None = None, limit: int = 5) -> NonFiniteWeightsError:
+    """One paragraph naming the checkpoint and the first ``limit`` bad stored keys with
+    their counts (``bad``: key -> (non-finite values, values))."""
+    keys = sorted(bad, key=lambda k: (-bad[k][0] / max(bad[k][1], 1), k))
+    shown = "; ".join(f"{k} ({n:,} of {size:,} values)" for k, (n, size) in
+                      ((k, bad[k]) for k in keys[:limit]))
+    more = f"; and {len(keys) - limit} more" if len(keys) > limit else ""
+    of = f" of {total}" if total is not None else ""
+    if cast:
+        what = (f"hold NaN or Inf values after the cast to {cast} (the stored values are "
+                "finite; values beyond that dtype's range become Inf)")
+        advice = "Load it in a wider dtype (the stored one, or float32)."
+    else:
+        what = "hold NaN or Inf values, so no output of this model could be right"
+        advice = ("The file is damaged, or was saved after training diverged; use another "
+                  "copy of the checkpoint.")
+    return NonFiniteWeightsError(
+        f"{source}: {len(keys)}{of} weight tensor(s) {what}: {shown}{more}. {advice}",
+        {k: n for k, (n, _) in bad.items()})
