@@ -79,36 +79,365 @@ def main() -> int:
 # ---------------------------------------------------------------------------------------------
 
 
+def _wan_t5(t5):
+    from tests.reference import wan22
+
+    return wan22.t5_module().T5Encoder(
+        vocab=t5.vocab_size, dim=t5.dim, dim_attn=t5.dim_attn, dim_ffn=t5.dim_ffn,
+        num_heads=t5.num_heads, num_layers=t5.num_layers, num_buckets=t5.num_buckets,
+        shared_pos=t5.shared_pos)
+
+
+def _wan_entries(configs: dict, dit_spec: str, vae_spec: str, vae, dit_config: dict) -> dict:
+    """The Wan release's three files: the DiT (``WanModel`` at ``dit_config``, its
+    ``config.json`` keys), UMT5 (``T5Encoder``), the VAE module ``vae``."""
+    from tests.reference import wan22
+
+    return {
+        "dit": {"file": "diffusion_pytorch_model.safetensors", "spec": [dit_spec, "dit",
+                                                                         "original"],
+                "config": dit_config,
+                "tensors": _state_layout(wan22.model_module().WanModel(**dit_config))},
+        "text_encoder": {"file": "models_t5_umt5-xxl-enc-bf16.pth",
+                         "spec": ["wan2_1", "text_encoder", "original"],
+                         "config": dataclasses.asdict(configs["text_encoder"]),
+                         "tensors": _state_layout(_wan_t5(configs["text_encoder"]))},
+        "vae": {"file": vae[0], "spec": [vae_spec, "vae", "original"],
+                "config": dataclasses.asdict(configs["vae"]), "tensors": _state_layout(vae[1])},
+    }
+
+
 @layout("wan2_1")
 def wan2_1() -> dict:
-    """The tiny text-to-video release the demo writes (``vidax.pipelines.wan2_1.tiny_configs``):
+    """The tiny Wan2.1 text-to-video release (``vidax.pipelines.wan2_1.tiny_configs("t2v")``):
     the DiT as ``WanModel``, the UMT5 encoder as ``T5Encoder`` and the VAE as ``WanVAE_``
     lay out their state dicts."""
     from tests.reference import wan22
     from vidax.pipelines.wan2_1 import tiny_configs
 
     configs = tiny_configs("t2v")
-    dit_cfg = dataclasses.asdict(configs["dit"])
-    t5, vae = configs["text_encoder"], configs["vae"]
+    vae = configs["vae"]
+    module = wan22.vae2_1_module().WanVAE_(
+        dim=vae.dim, z_dim=vae.z_dim, dim_mult=list(vae.dim_mult),
+        num_res_blocks=vae.num_res_blocks, attn_scales=[],
+        temperal_downsample=list(vae.temporal_downsample), dropout=0.0)
+    return _wan_entries(configs, "wan2_1", "wan2_1", ("Wan2.1_VAE.pth", module),
+                        dataclasses.asdict(configs["dit"]))
+
+
+@layout("wan2_2")
+def wan2_2() -> dict:
+    """The tiny Wan2.2 TI2V (5B-like) release (``vidax.pipelines.wan2_2.tiny_configs("ti2v")``):
+    ``WanModel`` with ``model_type`` ti2v and 48 latent channels, UMT5, the Wan2.2 VAE
+    (``wan.modules.vae2_2.WanVAE_``)."""
+    from tests.reference import wan22
+    from vidax.pipelines.wan2_2 import tiny_configs
+
+    configs = tiny_configs("ti2v")
+    vae = configs["vae"]
+    module = wan22.vae2_2_module().WanVAE_(
+        dim=vae.dim, dec_dim=vae.dec_dim, z_dim=vae.z_dim, dim_mult=list(vae.dim_mult),
+        num_res_blocks=vae.num_res_blocks, attn_scales=[],
+        temperal_downsample=list(vae.temporal_downsample), dropout=0.0)
+    return _wan_entries(configs, "wan2_2", "wan2_2", ("Wan2.2_VAE.pth", module),
+                        {**dataclasses.asdict(configs["dit"]), "model_type": "ti2v"})
+
+
+#: The tiny LTX-Video 0.9.8 release: the Transformer3DModel and CausalVideoAutoencoder
+#: configs the file's metadata carries (the pipeline test's, tests/pipelines/
+#: test_ltx_video_pipeline.py), the scheduler section every 0.9.8 file has, a tiny T5 encoder.
+LTX_FILE = "ltxv-tiny-0.9.8.safetensors"
+LTX_T5 = {"vocab_size": 96, "d_model": 24, "d_kv": 8, "d_ff": 40, "num_layers": 2,
+          "num_heads": 4, "feed_forward_proj": "gated-gelu",
+          "relative_attention_num_buckets": 32, "relative_attention_max_distance": 128}
+LTX_DIT = {
+    "_class_name": "Transformer3DModel", "activation_fn": "gelu-approximate",
+    "attention_bias": True, "attention_head_dim": 16, "attention_type": "default",
+    "caption_channels": LTX_T5["d_model"], "cross_attention_dim": 32,
+    "double_self_attention": False, "dropout": 0.0, "in_channels": 16,
+    "norm_elementwise_affine": False, "norm_eps": 1e-06, "norm_num_groups": 32,
+    "num_attention_heads": 2, "num_embeds_ada_norm": 1000, "num_layers": 2,
+    "num_vector_embeds": None, "only_cross_attention": False, "out_channels": 16,
+    "project_to_2d_pos": True, "upcast_attention": False, "use_linear_projection": False,
+    "qk_norm": "rms_norm", "standardization_norm": "rms_norm",
+    "positional_embedding_type": "rope", "positional_embedding_theta": 10000.0,
+    "positional_embedding_max_pos": [20, 2048, 2048], "timestep_scale_multiplier": 1000,
+    "causal_temporal_positioning": True}
+LTX_VAE = {
+    "_class_name": "CausalVideoAutoencoder", "dims": 3, "in_channels": 3, "out_channels": 3,
+    "latent_channels": 16,
+    "encoder_blocks": [["res_x", {"num_layers": 1}], ["compress_space_res", {"multiplier": 2}],
+                       ["res_x", {"num_layers": 1}], ["compress_time_res", {"multiplier": 2}],
+                       ["res_x", {"num_layers": 1}], ["compress_all_res", {"multiplier": 2}],
+                       ["res_x", {"num_layers": 1}]],
+    "decoder_blocks": [["res_x", {"num_layers": 1, "inject_noise": False}],
+                       ["compress_all", {"residual": True, "multiplier": 2}],
+                       ["res_x", {"num_layers": 1, "inject_noise": False}],
+                       ["compress_time", {}],
+                       ["res_x", {"num_layers": 1, "inject_noise": False}],
+                       ["compress_space", {}],
+                       ["res_x", {"num_layers": 1, "inject_noise": False}]],
+    "encoder_base_channels": 8, "decoder_base_channels": 16, "scaling_factor": 1.0,
+    "norm_layer": "pixel_norm", "patch_size": 4, "latent_log_var": "uniform",
+    "use_quant_conv": False, "causal_decoder": False, "timestep_conditioning": True}
+LTX_SCHEDULER = {"_class_name": "RectifiedFlowScheduler", "_diffusers_version": "0.25.1",
+                 "num_train_timesteps": 1000, "sampler": "LinearQuadratic"}
+
+
+def _safetensors_layout(path: Path) -> dict[str, list[int]]:
+    import safetensors
+
+    with safetensors.safe_open(str(path), "np") as f:
+        return {k: list(f.get_slice(k).get_shape()) for k in f.keys()}
+
+
+@layout("ltx_video")
+def ltx_video() -> dict:
+    """The tiny LTX-Video release: the single file as the authors' release writes it (their
+    ``Transformer3DModel`` under ``model.diffusion_model.``, their ``CausalVideoAutoencoder``
+    under ``vae.`` with the five ``per_channel_statistics``; written by
+    ``tests.reference.ltx_video.write_release_file`` and read back), and the T5 encoder folder
+    as transformers' ``T5EncoderModel.save_pretrained`` writes it (``config.json`` recorded
+    as written, less ``transformers_version``)."""
+    import copy
+    import tempfile
+
+    import torch
+    from transformers import T5Config, T5EncoderModel
+
+    from tests.reference import ltx_video as ref
+
+    dit = ref.Transformer3DModel.from_config(copy.deepcopy(LTX_DIT))
+    vae = ref.CausalVideoAutoencoder.from_config(copy.deepcopy(LTX_VAE))
+    stats = {name: torch.zeros(LTX_VAE["latent_channels"]) for name in ref.STATISTICS}
+    t5 = T5EncoderModel(T5Config(**LTX_T5))
+    with tempfile.TemporaryDirectory() as tmp:
+        single = ref.write_release_file(Path(tmp) / LTX_FILE, dit, LTX_DIT, vae, LTX_VAE, stats)
+        tensors = _safetensors_layout(single)
+        t5.save_pretrained(Path(tmp) / "text_encoder")
+        t5_tensors = _safetensors_layout(Path(tmp) / "text_encoder" / "model.safetensors")
+        t5_config = json.loads((Path(tmp) / "text_encoder" / "config.json").read_text())
+    t5_config.pop("transformers_version", None)
+    prefixes = {"dit": ref.DIT_PREFIX, "vae": ref.VAE_PREFIX}
     return {
-        "dit": {"file": "diffusion_pytorch_model.safetensors", "config": dit_cfg,
-                "tensors": _state_layout(wan22.model_module().WanModel(**dit_cfg))},
-        "text_encoder": {"file": "models_t5_umt5-xxl-enc-bf16.pth", "tensors": _state_layout(
-            wan22.t5_module().T5Encoder(
-                vocab=t5.vocab_size, dim=t5.dim, dim_attn=t5.dim_attn, dim_ffn=t5.dim_ffn,
-                num_heads=t5.num_heads, num_layers=t5.num_layers, num_buckets=t5.num_buckets,
-                shared_pos=t5.shared_pos))},
-        "vae": {"file": "Wan2.1_VAE.pth", "tensors": _state_layout(
-            wan22.vae2_1_module().WanVAE_(
-                dim=vae.dim, z_dim=vae.z_dim, dim_mult=list(vae.dim_mult),
-                num_res_blocks=vae.num_res_blocks, attn_scales=[],
-                temperal_downsample=list(vae.temporal_downsample), dropout=0.0))},
+        **{c: {"file": LTX_FILE, "spec": ["ltx_video", c, "original"], "prefix": prefix,
+               "config": {"dit": LTX_DIT, "vae": LTX_VAE}[c],
+               "tensors": {k: v for k, v in tensors.items() if k.startswith(prefix)}}
+           for c, prefix in prefixes.items()},
+        "scheduler": {"file": LTX_FILE, "config": LTX_SCHEDULER, "tensors": {}},
+        "text_encoder": {"file": "text_encoder/model.safetensors",
+                         "spec": ["t5", "encoder", "transformers"], "config": t5_config,
+                         "tensors": t5_tensors},
     }
 
 
 # ---------------------------------------------------------------------------------------------
 # CogVideoX, Cosmos-Predict2.5, HunyuanVideo (their section; keep above the main guard)
 # ---------------------------------------------------------------------------------------------
+
+
+#: The tiny sizes of these three demos' text encoders (transformers' configs): each DiT reads
+#: its encoder's width, each tokenizer's vocabulary fits in ``vocab_size``.
+COGVIDEOX_T5 = dict(vocab_size=160, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+                    feed_forward_proj="gated-gelu", relative_attention_num_buckets=32,
+                    relative_attention_max_distance=128, decoder_start_token_id=0,
+                    eos_token_id=1, pad_token_id=0, tie_word_embeddings=False)
+COSMOS_TEXT = dict(vocab_size=1536, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+                   num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-6,
+                   rope_theta=1e6, rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]},
+                   bos_token_id=0, eos_token_id=0)  # the demo sets its tokenizer's ids
+COSMOS_VISION = dict(depth=1, hidden_size=32, intermediate_size=48, num_heads=2,
+                     out_hidden_size=64, fullatt_block_indexes=[0])
+HUNYUAN_LLAMA = dict(vocab_size=1024, hidden_size=32, intermediate_size=48, num_hidden_layers=3,
+                     num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5,
+                     rope_theta=5e5, max_position_embeddings=512, tie_word_embeddings=False)
+HUNYUAN_CLIP_TEXT = dict(vocab_size=160, hidden_size=24, intermediate_size=48,
+                         num_hidden_layers=2, num_attention_heads=2, max_position_embeddings=77,
+                         projection_dim=24)
+HUNYUAN_CLIP_VISION = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                           num_attention_heads=2, image_size=28, patch_size=14,
+                           projection_dim=24)
+
+
+def _saved(model, dtype, file: str) -> dict:
+    """What ``save_pretrained`` writes for ``model`` cast to the release's ``dtype``: the file
+    (its name inside the release), its ``config.json`` (the library's version keys kept: they
+    are what the class writes) and the safetensors header's key -> shape; one dtype per file."""
+    import tempfile
+
+    from safetensors import safe_open
+
+    model = model.to(dtype).eval()
+    with tempfile.TemporaryDirectory() as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        shards = sorted(Path(tmp).glob("*.safetensors"))
+        assert len(shards) == 1, shards
+        tensors, dtypes = {}, set()
+        with safe_open(shards[0], "pt") as f:
+            for key in f.keys():
+                t = f.get_slice(key)
+                tensors[key] = list(t.get_shape())
+                dtypes.add(t.get_dtype())
+        config = json.loads((Path(tmp) / "config.json").read_text())
+    assert len(dtypes) == 1, dtypes
+    names = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
+    return {"file": file, "dtype": names[dtypes.pop()], "config": config, "tensors": tensors}
+
+
+@layout("cogvideox")
+def cogvideox() -> dict:
+    """THUDM/CogVideoX-2b at tiny widths, as diffusers' ``CogVideoXPipeline.save_pretrained``
+    writes it (the release is that): ``CogVideoXTransformer3DModel`` (the 2b structure: sincos
+    positions, DDIM) reading T5's width, ``AutoencoderKLCogVideoX`` at the tiny VAE config
+    (4 latent channels), transformers' ``T5EncoderModel``; every file float16 (the 2b
+    release's dtype, vidax/data/manifests/cogvideox/2b__*). ``release_files``: the pipeline's
+    ``model_index.json`` and ``scheduler/scheduler_config.json`` (the released DDIM config of
+    the 2B: SNR shift 3)."""
+    import diffusers
+    import torch
+    from diffusers import (AutoencoderKLCogVideoX, CogVideoXDDIMScheduler,
+                           CogVideoXTransformer3DModel)
+    from transformers import T5Config, T5EncoderModel
+
+    from vidax.models.cogvideox.config import CogVideoXDiTConfig, CogVideoXVAEConfig
+    from vidax.schedulers.cogvideox import RELEASED_CONFIG
+
+    vae_cfg = CogVideoXVAEConfig.tiny()
+    dit_cfg = dataclasses.replace(CogVideoXDiTConfig.tiny("2b"), text_embed_dim=COGVIDEOX_T5[
+        "d_model"], in_channels=vae_cfg.latent_channels, out_channels=vae_cfg.latent_channels,
+        max_text_seq_length=32)
+    torch.manual_seed(0)
+    dit = CogVideoXTransformer3DModel(**dataclasses.asdict(dit_cfg))
+    vae = AutoencoderKLCogVideoX(block_out_channels=vae_cfg.block_out_channels,
+                                 latent_channels=vae_cfg.latent_channels,
+                                 norm_num_groups=vae_cfg.norm_num_groups,
+                                 scaling_factor=CogVideoXVAEConfig.cogvideox_2b().scaling_factor)
+    t5 = T5EncoderModel(T5Config(**COGVIDEOX_T5))
+    scheduler = CogVideoXDDIMScheduler.from_config(dict(RELEASED_CONFIG, clip_sample=False))
+    half = torch.float16
+    return {
+        "dit": {**_saved(dit, half, "transformer/diffusion_pytorch_model.safetensors"),
+                "release_files": {
+                    "model_index.json": {
+                        "_class_name": "CogVideoXPipeline",
+                        "_diffusers_version": diffusers.__version__,
+                        "scheduler": ["diffusers", "CogVideoXDDIMScheduler"],
+                        "text_encoder": ["transformers", "T5EncoderModel"],
+                        "tokenizer": ["transformers", "T5Tokenizer"],
+                        "transformer": ["diffusers", "CogVideoXTransformer3DModel"],
+                        "vae": ["diffusers", "AutoencoderKLCogVideoX"]},
+                    "scheduler/scheduler_config.json": {
+                        "_class_name": "CogVideoXDDIMScheduler",
+                        "_diffusers_version": diffusers.__version__,
+                        **{k: v for k, v in scheduler.config.items()
+                           if not k.startswith("_")}}}},
+        "vae": _saved(vae, half, "vae/diffusion_pytorch_model.safetensors"),
+        "text_encoder": _saved(t5, half, "text_encoder/model.safetensors"),
+    }
+
+
+@layout("cosmos2_5")
+def cosmos2_5() -> dict:
+    """nvidia/Cosmos-Predict2.5-2B's diffusers revision (``diffusers/base/post-trained``) at
+    tiny widths, each component as its class's ``save_pretrained`` writes it:
+    ``CosmosTransformer3DModel`` (bfloat16, projecting Reason1's 3 x 64 concatenated states),
+    ``AutoencoderKLWan`` (float32, 16 latent channels: the Wan2.1 VAE's config at base width 8)
+    and transformers' ``Qwen2_5_VLForConditionalGeneration`` (bfloat16; vision tower and
+    ``lm_head`` included, as the release holds them). ``release_files``: ``model_index.json``
+    and the UniPC ``scheduler/scheduler_config.json`` diffusers' converter writes."""
+    import diffusers
+    import torch
+    from diffusers import AutoencoderKLWan, CosmosTransformer3DModel, UniPCMultistepScheduler
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+
+    torch.manual_seed(0)
+    width = COSMOS_TEXT["hidden_size"] * COSMOS_TEXT["num_hidden_layers"]
+    dit = CosmosTransformer3DModel(
+        in_channels=17, out_channels=16, num_attention_heads=4, attention_head_dim=16,
+        num_layers=2, mlp_ratio=4.0, text_embed_dim=32, adaln_lora_dim=16,
+        max_size=(128, 240, 240), patch_size=(1, 2, 2), rope_scale=(1.0, 3.0, 3.0),
+        concat_padding_mask=True, extra_pos_embed_type=None, use_crossattn_projection=True,
+        crossattn_proj_in_channels=width, encoder_hidden_states_channels=32)
+    vae = AutoencoderKLWan(base_dim=8, z_dim=16)
+    text = Qwen2_5_VLForConditionalGeneration(
+        Qwen2_5_VLConfig(text_config=COSMOS_TEXT, vision_config=COSMOS_VISION))
+    scheduler = UniPCMultistepScheduler(use_karras_sigmas=True, use_flow_sigmas=True,
+                                        prediction_type="flow_prediction", sigma_max=200.0,
+                                        sigma_min=0.01)
+    version = diffusers.__version__
+    return {
+        "dit": {**_saved(dit, torch.bfloat16, "transformer/diffusion_pytorch_model.safetensors"),
+                "release_files": {
+                    "model_index.json": {
+                        "_class_name": "Cosmos2_5_PredictBasePipeline",
+                        "_diffusers_version": version,
+                        "safety_checker": [None, None],
+                        "scheduler": ["diffusers", "UniPCMultistepScheduler"],
+                        "text_encoder": ["transformers", "Qwen2_5_VLForConditionalGeneration"],
+                        "tokenizer": ["transformers", "Qwen2TokenizerFast"],
+                        "transformer": ["diffusers", "CosmosTransformer3DModel"],
+                        "vae": ["diffusers", "AutoencoderKLWan"]},
+                    "scheduler/scheduler_config.json": {
+                        "_class_name": "UniPCMultistepScheduler", "_diffusers_version": version,
+                        **{k: v for k, v in scheduler.config.items()
+                           if not k.startswith("_")}}}},
+        "vae": _saved(vae, torch.float32, "vae/diffusion_pytorch_model.safetensors"),
+        "text_encoder": _saved(text, torch.bfloat16, "text_encoder/model.safetensors"),
+    }
+
+
+@layout("hunyuan_video")
+def hunyuan_video() -> dict:
+    """tencent/HunyuanVideo's ``ckpts/`` at tiny widths: the DiT as the authors'
+    ``HYVideoDiffusionTransformer`` names it (vidax's tests' record of it,
+    ``authors_state``: the authors' package is not installable; its key set is checked here
+    against the release manifest's, block indices aside), bfloat16, saved as
+    ``{"module": state_dict}``, plus the ``transformers/config.json`` vidax reads for a
+    non-release size; the VAE as diffusers' ``AutoencoderKLHunyuanVideo`` (the release's names)
+    in float32 with the authors' ``config.json`` keys (the release manifest's) at tiny widths;
+    the Llama text encoder as transformers' ``LlamaForCausalLM.save_pretrained`` (``model.*``
+    and ``lm_head.weight``, float16: what the authors' preprocessing script writes), and
+    openai/clip-vit-large-patch14's ``CLIPModel`` (both towers, float32)."""
+    import re
+
+    import torch
+    from diffusers import AutoencoderKLHunyuanVideo
+    from transformers import CLIPConfig, CLIPModel, LlamaConfig, LlamaForCausalLM
+
+    from tests.models.hunyuan_video.test_hunyuan_video_dit import authors_state
+    from vidax.manifests import get_manifest
+    from vidax.models.hunyuan_video.config import HunyuanVideoDiTConfig
+
+    dit_cfg = dataclasses.replace(HunyuanVideoDiTConfig.tiny(),
+                                  text_states_dim=HUNYUAN_LLAMA["hidden_size"],
+                                  text_states_dim_2=HUNYUAN_CLIP_TEXT["hidden_size"])
+    dit_tensors = {k: list(v.shape) for k, v in authors_state(dit_cfg).items()}
+
+    def pattern(key):
+        return re.sub(r"\.\d+\.", ".N.", key)
+
+    release = get_manifest("hunyuan_video/t2v-720p__dit").tensors
+    assert {pattern(k) for k in dit_tensors} == {pattern(k) for k in release}
+    torch.manual_seed(0)
+    vae_widths, vae_groups = [8, 16, 32, 32], 4
+    vae = AutoencoderKLHunyuanVideo(block_out_channels=tuple(vae_widths),
+                                    latent_channels=dit_cfg.in_channels,
+                                    norm_num_groups=vae_groups)
+    vae_config = dict(get_manifest("hunyuan_video/t2v-720p__vae").config,
+                      block_out_channels=vae_widths, norm_num_groups=vae_groups,
+                      latent_channels=dit_cfg.in_channels)
+    llama = LlamaForCausalLM(LlamaConfig(**HUNYUAN_LLAMA))
+    clip = CLIPModel(CLIPConfig(text_config=HUNYUAN_CLIP_TEXT,
+                                vision_config=HUNYUAN_CLIP_VISION, projection_dim=24))
+    return {
+        "dit": {"file": "hunyuan-video-t2v-720p/transformers/mp_rank_00_model_states.pt",
+                "dtype": "bfloat16", "wrapper": "module",
+                "config": dataclasses.asdict(dit_cfg), "tensors": dit_tensors},
+        "vae": {"file": "hunyuan-video-t2v-720p/vae/pytorch_model.pt", "dtype": "float32",
+                "config": vae_config, "tensors": _state_layout(vae)},
+        "text_encoder": _saved(llama, torch.float16, "text_encoder/model.safetensors"),
+        "text_encoder_2": _saved(clip, torch.float32, "text_encoder_2/model.safetensors"),
+    }
 
 
 if __name__ == "__main__":

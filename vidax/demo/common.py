@@ -142,7 +142,7 @@ def word_tokenizer(folder: Path, words, specials: Mapping[str, Any], *,
 
 
 def byte_level_tokenizer(folder: Path, words, specials: Mapping[str, Any], *,
-                         extra_tokens=(), prepend: tuple[str, ...] = (),
+                         tokens=(), prepend: tuple[str, ...] = (),
                          config: Mapping[str, Any] | None = None):
     """A release's tokenizer folder with a byte-level BPE ``tokenizer.json`` (the kind
     Llama-3's and Qwen2's are: any text encodes, nothing is unknown), ``special_tokens_map.json``
@@ -151,9 +151,10 @@ def byte_level_tokenizer(folder: Path, words, specials: Mapping[str, Any], *,
     The vocabulary is the 256 byte symbols, then, for each of ``words`` (with and without a
     leading space), the merges that join its symbols left to right (so most words become one
     token; a word whose pairs an earlier merge took stays a few tokens), then the special
-    tokens: ``specials`` (role -> token, in id order) and ``extra_tokens`` (special tokens with
-    no role), after the vocabulary as those releases place them. ``prepend``: special tokens
-    the post-processor puts before every sequence (Llama-3's ``<|begin_of_text|>``).
+    tokens, after the vocabulary as those releases place them: ``tokens`` (the special tokens
+    in id order), then any of ``specials`` (role -> token) not among them. ``prepend``:
+    special tokens the post-processor puts before every sequence (Llama-3's
+    ``<|begin_of_text|>``).
     ``config``: further ``tokenizer_config.json`` keys (``chat_template``, ...). Deterministic:
     the same words give the same file."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
@@ -170,7 +171,7 @@ def byte_level_tokenizer(folder: Path, words, specials: Mapping[str, Any], *,
                         vocab[joined + symbol] = len(vocab)
                         merges.append((joined, symbol))
                     joined += symbol
-    special_tokens = list(dict.fromkeys([*specials.values(), *extra_tokens]))
+    special_tokens = list(dict.fromkeys([*tokens, *specials.values()]))
     for t in special_tokens:
         vocab.setdefault(t, len(vocab))
     tok = Tokenizer(models.BPE(vocab, merges))
