@@ -1,12 +1,20 @@
-"""The ``vidax`` command (DESIGN.md §4). Errors are one paragraph and a non-zero exit;
-``--debug`` shows the traceback."""
+"""The ``vidax`` command: ``models``, ``inspect``, ``verify``, ``generate``, ``convert``,
+``demo``. README.md ("Use") shows each; docs/loading_weights.md explains what ``inspect``,
+``verify`` and ``convert`` check, docs/hardware_and_sharding.md the ``--mesh`` option and
+docs/models/<model_type>.md each family's ``generate`` defaults.
+
+Errors are one paragraph and a non-zero exit; ``--debug``, before or after the subcommand,
+shows the traceback. A mistyped model type, component, variant or layout names the closest
+registered ones (:func:`vidax.registry.suggest`)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import textwrap
+from pathlib import Path
 
 from vidax.errors import VidaxError
 
@@ -18,6 +26,40 @@ def _console():
 
 
 def cmd_models(args) -> int:
+    from vidax import registry
+
+    if args.json:
+        print(json.dumps(_models_json(), indent=1))
+        return 0
+    con = _console()
+    if args.wide:
+        _models_table(con)
+    else:
+        _models_compact(con, registry.specs(), registry.aliases())
+    return 0
+
+
+def _models_json() -> dict:
+    from vidax import registry
+    from vidax.manifests import all_manifests
+    from vidax.pipelines import PIPELINES
+
+    return {
+        "models": [{"model_type": s.model_type, "component": s.component, "layout": s.layout,
+                    "variants": list(s.variants), "mapper": s.mapper, "files": list(s.files),
+                    "description": s.description} for s in registry.specs()],
+        "tiny": "every component also takes the variant 'tiny' (a small config for tests)",
+        "aliases": [{"family": fam, "variant": var, "component": comp, "layout": lay,
+                     "implemented_by": {"model_type": a.model_type, "variant": a.variant,
+                                        "component": a.component, "layout": a.layout}}
+                    for (fam, var, comp, lay), a in registry.aliases().items()],
+        "pipelines": list(PIPELINES),
+        "manifests": [m.name for m in all_manifests()],
+    }
+
+
+def _models_table(con) -> None:
+    """The registry as one wide table (``vidax models --wide``)."""
     from rich.table import Table
 
     from vidax import registry
@@ -28,7 +70,6 @@ def cmd_models(args) -> int:
     for s in registry.specs():
         table.add_row(s.model_type, s.component, s.layout, ", ".join([*s.variants, "tiny"]),
                       s.mapper.split(":")[0], ", ".join(s.files))
-    con = _console()
     con.print(table)
     al = Table(title="aliases: the same architecture released under another name")
     for col in ("family", "variant", "component", "layout", "implemented by"):
@@ -36,7 +77,54 @@ def cmd_models(args) -> int:
     for (fam, var, comp, lay), a in registry.aliases().items():
         al.add_row(fam, var, comp, lay, f"{a.model_type} {a.variant} {a.component} ({a.layout})")
     con.print(al)
-    return 0
+
+
+def _models_compact(con, specs, aliases) -> None:
+    """The registry grouped by model type, wrapped to the console's width without cutting a
+    name: per model type its variants, then each component with its layouts (and the
+    variants of a layout where they are not all of the model type's)."""
+    from vidax.pipelines import PIPELINES
+
+    width = max(con.width, 40)
+
+    def say(text: str, indent: str = "", style: str | None = None) -> None:
+        for line in textwrap.wrap(text, width=width, initial_indent=indent,
+                                  subsequent_indent=indent + "    ", break_long_words=False,
+                                  break_on_hyphens=False):
+            con.print(line, style=style, markup=False, highlight=False, soft_wrap=True)
+
+    types: dict[str, list] = {}
+    for s in specs:
+        types.setdefault(s.model_type, []).append(s)
+    say(f"vidax models: {len(types)} model types, {len(specs)} components. Every component "
+        "also takes the variant 'tiny'. --wide: one table with mappers and file names; "
+        "--json: everything, with the packaged manifests.")
+    for model_type, own in types.items():
+        con.print()
+        head = model_type + (f"  (vidax generate {model_type})" if model_type in PIPELINES
+                             else "")
+        say(head, style="bold")
+        union = list(dict.fromkeys(v for s in own for v in s.variants))
+        say("variants: " + ", ".join(union), "  ")
+        groups: dict[tuple, list[str]] = {}  # (component, variants) -> layouts
+        for s in own:
+            groups.setdefault((s.component, tuple(s.variants)), []).append(s.layout)
+        every = [f"{c} ({', '.join(layouts)})" for (c, variants), layouts in groups.items()
+                 if list(variants) == union]
+        if every:
+            say("components (layouts): " + ", ".join(every), "  ")
+        for (c, variants), layouts in groups.items():
+            if list(variants) != union:
+                say(f"{c} ({', '.join(layouts)}), only for: {', '.join(variants)}", "  ")
+    merged: dict[tuple, list[str]] = {}
+    for (fam, var, comp, lay), a in aliases.items():
+        merged.setdefault((fam, var, comp, a.model_type, a.variant, a.component), []).append(lay)
+    con.print()
+    say("aliases: components a release names that are registered under another model type",
+        style="bold")
+    for (fam, var, comp, model_type, variant, component), layouts in merged.items():
+        say(f"{fam} {var} {comp} ({', '.join(layouts)}) = {model_type} {variant} {component}",
+            "  ")
 
 
 def cmd_inspect(args) -> int:
@@ -95,11 +183,16 @@ def cmd_verify(args) -> int:
     # Names, layout and config resolve without JAX (the manifest, the registry, the config
     # modules), so a wrong name fails at once; building the abstract model (vidax.loading)
     # brings JAX in.
+    if args.list_manifests:
+        from vidax.manifests import all_manifests
+
+        for m in all_manifests():
+            print(m.name)
+        return 0
     if args.manifest:
         from vidax import registry
-        from vidax.manifests import load_manifest
 
-        manifest = load_manifest(args.manifest)
+        manifest = _manifest(args.manifest)
         spec, variant = registry.resolve(manifest.family, manifest.variant, manifest.component,
                                          manifest.layout)
         spec.make_config(variant)
@@ -107,7 +200,8 @@ def cmd_verify(args) -> int:
 
         return _print_report(loading.verify_manifest(manifest))
     if not (args.model_type and args.checkpoint and args.component):
-        raise VidaxError("vidax verify needs either --manifest FILE, or MODEL_TYPE with "
+        raise VidaxError("vidax verify needs either --manifest FILE_OR_NAME (vidax verify "
+                         "--list-manifests lists the packaged ones), or MODEL_TYPE with "
                          "--component and --checkpoint (and --variant)")
     from vidax import loading
 
@@ -116,11 +210,36 @@ def cmd_verify(args) -> int:
         layout=args.layout))
 
 
+def _manifest(value: str):
+    """``--manifest``: a manifest file, else the name of a packaged one
+    (``wan2_1/t2v-14b__dit``, as ``vidax verify --list-manifests`` prints them)."""
+    from vidax import manifests
+
+    path = Path(value)
+    if path.is_file():
+        return manifests.load_manifest(path)
+    names = [m.name for m in manifests.all_manifests()]
+    name = value.removesuffix(".gz").removesuffix(".json")
+    if name in names and not path.exists():
+        return manifests.get_manifest(name)
+    if path.exists():
+        raise VidaxError(f"--manifest {value}: not a file (a manifest JSON, or the name of a "
+                         "packaged manifest)")
+    from vidax.registry import did_you_mean
+
+    raise VidaxError(f"--manifest {value!r}: there is no such file, nor a packaged manifest of "
+                     f"that name{did_you_mean(name, names)}; the {len(names)} packaged ones "
+                     f"are named <family>/<variant>__<component>, e.g. {_EXAMPLE_MANIFEST} "
+                     "(vidax verify --list-manifests lists them)")
+
+
+_EXAMPLE_MANIFEST = "wan2_1/t2v-14b__dit"
+
+
 def cmd_generate(args) -> int:
     import inspect
     import time
     import warnings
-    from pathlib import Path
 
     from vidax import pipelines
 
@@ -128,10 +247,14 @@ def cmd_generate(args) -> int:
     start = time.perf_counter()
     family = pipelines.family(args.model_type)
     out = Path(args.out)
-    if out.suffix.lower() != ".mp4":
-        raise VidaxError(f"--out {out}: the output must be an .mp4 file")
-    if not out.parent.is_dir():
-        raise VidaxError(f"--out {out}: the folder {out.parent} does not exist")
+    _check_out(out)
+    mesh = None
+    if args.mesh:
+        from vidax import sharding
+
+        mesh = sharding.make_mesh(args.mesh)
+        con.print(f"mesh: {dict(mesh.shape)} over {mesh.devices.size} "
+                  f"{mesh.devices.flat[0].platform} device(s)")
     with warnings.catch_warnings():
         # Warnings (a truncated prompt, ...) as one line each, in the run's output.
         warnings.simplefilter("always", UserWarning)
@@ -154,13 +277,10 @@ def cmd_generate(args) -> int:
             image=args.image, last_image=args.last_image, frames=args.frames, size=args.size,
             steps=args.steps, guidance_scale=args.guidance_scale, shift=args.shift,
             sample_solver=args.sample_solver, seed=args.seed, noise=args.noise, fps=args.fps)
-        mesh = None
-        if args.mesh:
-            from vidax import sharding
-
-            mesh = sharding.make_mesh(args.mesh)
-            con.print(f"mesh: {dict(mesh.shape)} over {mesh.devices.size} "
-                      f"{mesh.devices.flat[0].platform} device(s)")
+        # Whether the request fits the devices, before a weight is read (an estimate; the
+        # option is for a user who knows better).
+        if not args.skip_memory_check and hasattr(family.Pipeline, "check_memory"):
+            family.Pipeline.check_memory(release, request, mesh=mesh, precision=args.precision)
         pipe = family.Pipeline.from_release(release, mesh=mesh, precision=args.precision,
                                             console=con)
         frames = pipe(request=request)
@@ -170,6 +290,39 @@ def cmd_generate(args) -> int:
               f"{path.stat().st_size / 2**20:.2f} MiB, in {time.perf_counter() - start:.1f} s",
               soft_wrap=True)
     return 0
+
+
+def _check_out(out: Path) -> None:
+    """``generate --out``: an .mp4 that can be written, checked before anything loads: its
+    folder exists and takes a new file (tried, as the permission bits do not tell for root
+    or a read-only mount), and the name is not a folder or something else than a file."""
+    import tempfile
+
+    if out.suffix.lower() != ".mp4":
+        raise VidaxError(f"--out {out}: the output must be an .mp4 file")
+    if out.is_dir():
+        raise VidaxError(f"--out {out}: that is a folder; name the .mp4 file to write")
+    if out.exists() and not out.is_file():
+        raise VidaxError(f"--out {out}: exists and is not a regular file; name an .mp4 file")
+    folder = out.parent
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise VidaxError(f"--out {out}: the folder {folder} {what}")
+    try:
+        if out.exists():
+            # Replaced or rewritten in place: the folder and the file must both take it.
+            fd, probe = tempfile.mkstemp(dir=folder, prefix=".vidax-write-check-")
+            os.close(fd)
+            os.unlink(probe)
+            if not os.access(out, os.W_OK):
+                raise PermissionError(13, "the file is read-only")
+        else:
+            with open(out, "xb"):  # the very name: too long, not allowed here, ...
+                pass
+            out.unlink()
+    except OSError as e:
+        raise VidaxError(f"--out {out}: cannot write there ({e.strerror or e}); name an .mp4 "
+                         f"in a folder you can write to") from None
 
 
 def cmd_convert(args) -> int:
@@ -200,30 +353,57 @@ def cmd_convert(args) -> int:
 def cmd_demo(args) -> int:
     from vidax import demo
 
-    demo.run(out=args.out, cache_dir=args.cache_dir, console=_console())
+    demo.run(args.model_type, out=args.out, cache_dir=args.cache_dir, console=_console())
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a mistyped command line reported like every other user error: one
+    paragraph, ``error: ...``, exit 1 (not the usage text and exit 2, which here means an
+    internal error)."""
+
+    def error(self, message):
+        print(_paragraph(f"error: {self.prog}: {message} ({self.prog} --help lists the "
+                         "options)"), file=sys.stderr)
+        sys.exit(1)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="vidax",
         description="Open video diffusion models in JAX, from the authors' checkpoints.")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
+    # --debug after the subcommand too: SUPPRESS leaves the top-level value alone unless given
+    common = _Parser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show tracebacks")
     sub = p.add_subparsers(dest="command", required=True)
 
-    s = sub.add_parser("models", help="the registry: model types, variants, components, layouts")
+    def add(name, **kwargs):
+        return sub.add_parser(name, parents=[common], **kwargs)
+
+    s = add("models", help="the registry: model types, variants, components, layouts")
+    out = s.add_mutually_exclusive_group()
+    out.add_argument("--wide", action="store_true",
+                     help="one table with mappers and file names (needs a wide terminal)")
+    out.add_argument("--json", action="store_true",
+                     help="everything, machine-readable (with aliases, pipelines, manifests)")
     s.set_defaults(func=cmd_models)
 
-    s = sub.add_parser("inspect",
+    s = add("inspect",
                        help="what a checkpoint file or folder holds, and which release it is")
     s.add_argument("path")
     s.add_argument("--json", action="store_true")
     s.add_argument("--all", action="store_true", help="list every tensor")
     s.set_defaults(func=cmd_inspect)
 
-    s = sub.add_parser("verify", help="match a checkpoint (or a manifest) 1:1 against the model")
+    s = add("verify", help="match a checkpoint (or a manifest) 1:1 against the model")
     s.add_argument("model_type", nargs="?")
-    s.add_argument("--manifest", help="a manifest JSON (names, shapes, dtypes of a release)")
+    s.add_argument("--manifest", metavar="FILE_OR_NAME",
+                   help="a manifest JSON (names, shapes, dtypes of a release), or the name of "
+                        "a packaged one, e.g. wan2_1/t2v-14b__dit")
+    s.add_argument("--list-manifests", action="store_true",
+                   help="print the names of the packaged manifests")
     s.add_argument("--variant")
     s.add_argument("--component")
     s.add_argument("--layout", default=None, help="key layout (default: the authors' own)")
@@ -232,9 +412,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     from vidax.pipelines import PIPELINES, PRECISIONS
 
-    s = sub.add_parser("generate", help="a video from a release folder laid out as its authors "
-                                        "publish it")
-    s.add_argument("model_type", choices=sorted(PIPELINES))
+    s = add("generate", help="a video from a release folder laid out as its authors publish it")
+    s.add_argument("model_type", metavar="MODEL_TYPE", type=_pipeline_type,
+                   help=f"one of: {', '.join(PIPELINES)}")
     s.add_argument("--checkpoint-dir", required=True, help="the release folder")
     s.add_argument("--variant", help="the release (default: read from the folder's files)")
     s.add_argument("--prompt", required=True)
@@ -264,36 +444,79 @@ def build_parser() -> argparse.ArgumentParser:
                         "tokenizer.json), a separate download (default: the "
                         "VIDAX_COSMOS_TEXT_ENCODER environment variable, else "
                         "Cosmos-Reason1-7B/ in the release folder); other families refuse it")
-    s.add_argument("--precision", choices=PRECISIONS, default="bf16",
-                   help="bf16: the authors' mixed precision (default); fp32: all float32")
+    s.add_argument("--precision", type=_precision, default="bf16",
+                   help=f"{' or '.join(PRECISIONS)} (or bfloat16, float32, ...): bf16, the "
+                        "authors' mixed precision (default); fp32: all float32")
+    s.add_argument("--skip-memory-check", action="store_true",
+                   help="load and run even when the request's memory estimate exceeds what "
+                        "the devices have")
     s.add_argument("--mesh", default=None,
                    help="a device mesh, e.g. dp=2,fsdp=4,sp=1,tp=1 (default: one device); "
                         "see docs/hardware_and_sharding.md")
     s.add_argument("--out", required=True, help="the .mp4 to write")
     s.set_defaults(func=cmd_generate)
 
-    s = sub.add_parser("convert", help="translate a checkpoint once into a Flax-layout folder "
-                                       "that later loads skip translating")
+    s = add("convert", help="translate a checkpoint once into a Flax-layout folder that later "
+                            "loads skip translating")
     s.add_argument("model_type")
     s.add_argument("--component", required=True)
     s.add_argument("--checkpoint", required=True, help="the authors' file (or sharded index)")
     s.add_argument("--out", required=True, help="the folder to write (atomically)")
     s.add_argument("--variant", help="the release (default: identified from the tensors)")
     s.add_argument("--layout", default=None, help="key layout (default: the authors' own)")
-    s.add_argument("--dtype", default=None, help="cast every parameter (default: as stored)")
+    s.add_argument("--dtype", default=None, type=_dtype,
+                   help="cast every parameter: bf16, fp16, fp32 (or bfloat16, float16, ...; "
+                        "default: as stored)")
     s.add_argument("--overwrite", action="store_true", help="replace an existing folder")
     s.set_defaults(func=cmd_convert)
 
-    s = sub.add_parser("demo", help="tiny random-weight checkpoints in the authors' layout, "
-                                    "loaded and run through vidax")
+    s = add("demo", help="tiny random-weight checkpoints in the authors' layout, loaded and run "
+                         "through vidax")
+    s.add_argument("model_type", metavar="MODEL_TYPE", nargs="?", default="wan2_1",
+                   type=_pipeline_type,
+                   help=f"the family (default wan2_1): one of {', '.join(PIPELINES)}")
     s.add_argument("--out", default=None, help="the mp4 to write (default: in the cache folder)")
     s.add_argument("--cache-dir", default=None, help="where the tiny checkpoints are written")
     s.set_defaults(func=cmd_demo)
     return p
 
 
+def _pipeline_type(value: str) -> str:
+    """A model type with a pipeline (``generate``, ``demo``), or the closest ones."""
+    from vidax.pipelines import PIPELINES
+    from vidax.registry import did_you_mean
+
+    if value not in PIPELINES:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a model type with a pipeline{did_you_mean(value, PIPELINES)}; "
+            f"the model types with one: {', '.join(PIPELINES)}")
+    return value
+
+
+def _precision(value: str) -> str:
+    from vidax import dtypes
+    from vidax.pipelines import PRECISIONS
+
+    try:
+        return dtypes.canonical(value, what="--precision", allowed=PRECISIONS)
+    except VidaxError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _dtype(value: str) -> str:
+    from vidax import dtypes
+
+    try:
+        return dtypes.canonical(value, what="--dtype")
+    except VidaxError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # --help, or a command line argparse refused (printed)
+        return e.code if isinstance(e.code, int) else 1
     try:
         return args.func(args)
     except VidaxError as e:
@@ -304,6 +527,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (``vidax models | head``): stop quietly. Python's signal module
+        # documentation, "Note on SIGPIPE": point stdout at devnull so the interpreter's
+        # final flush does not fail again.
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return 1
     except Exception as e:  # a bug: still one paragraph, the traceback on request
         if args.debug:
             raise
