@@ -2,7 +2,8 @@
 DiT as ``diffusion_pytorch_model.safetensors`` with its ``config.json`` (as ``WanModel``'s
 ``save_pretrained`` writes them), the UMT5 encoder as a bfloat16 ``torch.save`` file
 ``models_t5_umt5-xxl-enc-bf16.pth``, the VAE as ``Wan2.1_VAE.pth`` and a ``google/umt5-xxl/``
-tokenizer folder (file names: the Wan-AI/Wan2.1-T2V-1.3B release)."""
+tokenizer folder (file names: the Wan-AI/Wan2.1-T2V-1.3B release). The configs are
+``vidax.pipelines.wan2_1.tiny_configs("t2v")``, recorded in ``vidax/data/tiny/wan2_1.json``."""
 
 from __future__ import annotations
 
@@ -29,17 +30,24 @@ COMPONENTS = (("dit", "diffusion_pytorch_model.safetensors"),
               ("vae", "Wan2.1_VAE.pth"))
 
 
-def write(folder: Path) -> None:
-    """The release folder, random weights; each file written atomically."""
+def write_wan(folder: Path, name: str, seed: int = SEED) -> None:
+    """A Wan release folder from the tiny layout ``name``: the DiT (float32 safetensors) and
+    its ``config.json``, UMT5 in bfloat16 and the VAE in float32 as ``torch.save`` files, the
+    tokenizer folder. Each file is written atomically."""
     import ml_dtypes
 
-    layout = common.tiny_layout("wan2_1")
-    rng = np.random.default_rng(SEED)
+    layout = common.tiny_layout(name)
+    rng = np.random.default_rng(seed)
     dit = layout["dit"]
     common.write_safetensors(folder / dit["file"], common.random_tensors(dit, rng, np.float32))
     common.write_json(folder / "config.json", {"_class_name": "WanModel", **dit["config"]})
-    t5 = layout["text_encoder"]   # the release stores UMT5 in bfloat16
+    t5 = layout["text_encoder"]   # the releases store UMT5 in bfloat16
     common.write_pth(folder / t5["file"], common.random_tensors(t5, rng, ml_dtypes.bfloat16))
     vae = layout["vae"]
     common.write_pth(folder / vae["file"], common.random_tensors(vae, rng, np.float32))
     common.word_tokenizer(folder / "google" / "umt5-xxl", WORDS, SPECIALS)
+
+
+def write(folder: Path) -> None:
+    """The release folder, random weights."""
+    write_wan(folder, "wan2_1")
