@@ -66,7 +66,7 @@ from flax import nnx  # noqa: E402
 import vidax  # noqa: E402
 from tests.parity import compare
 from tests.reference import wan22  # noqa: E402
-from vidax import cli, video  # noqa: E402
+from vidax import cli, errors, video  # noqa: E402
 from vidax.errors import VerificationError, VidaxError  # noqa: E402
 from vidax.models.wan2_1.dit import CLIP_DIM, CLIP_TOKENS  # noqa: E402
 from vidax.pipelines import wan2_1 as wan  # noqa: E402
@@ -560,7 +560,8 @@ def test_generate_writes_the_mp4(t2v, tmp_path, capsys):
     assert rc == 0, printed.err
     assert f"wrote {out.resolve()}: 9 frames, 64x48, 12 fps" in printed.out
     for phase in ("loading dit", "dit: matched", "encoding the prompt", "sampling 9 frames",
-                  "decoding 3 latent frames"):
+                  "decoding 3 latent frames", "sampling 9 frames at 64x48, unipc shift 5, "
+                  "guidance 5: step 4/4, ", "decoding 3 latent frames: chunk 3/3, "):
         assert phase in printed.out
     frames, fps = video.read_video(out)
     assert frames.shape == (9, 48, 64, 3) and fps == 12
@@ -647,3 +648,75 @@ def test_image_to_video_bf16_policy_stays_close(image_case, record_property):
     stats = compare(f"{image_case.task}_latents_bf16_policy", latents, image_case.ref,
                      record_property)
     assert stats["corr"] > 0.99, stats
+
+
+# ----------------------------------------------------------------------------- issue #11
+def _no_loading(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("a weight was read")
+
+    monkeypatch.setattr(vidax.loading, "load_with_report", refuse)
+
+
+def test_generate_refuses_a_seed_past_64_bits_before_loading(t2v, tmp_path, capsys,
+                                                             monkeypatch):
+    _no_loading(monkeypatch)
+    rc = _generate(t2v.release.folder, tmp_path / "a.mp4", "--seed", str(2**64))
+    _assert_refused(rc, capsys, tmp_path, "seed must be an integer from 0 to 2**64 - 1")
+
+
+def test_generate_stops_at_non_finite_latents_and_writes_nothing(t2v, tmp_path, capsys,
+                                                                 monkeypatch):
+    """One DiT weight set to inf after loading: the sampling loop stops at the first step
+    whose latents are not finite, exit 1, no mp4 (before: exit 0 and a black video)."""
+    setup = wan.WanPipeline.setup
+
+    def poisoned(self):
+        setup(self)
+        for path, var in nnx.to_flat_state(nnx.state(self.dit, nnx.Param)):
+            if path[-1] == "kernel" and var.get_value().ndim == 2:
+                var.set_value(jnp.full_like(var.get_value(), jnp.inf))
+                break
+
+    monkeypatch.setattr(wan.WanPipeline, "setup", poisoned)
+    rc = _generate(t2v.release.folder, tmp_path / "nan.mp4", "--frames", str(FRAMES),
+                   "--size", "64x48", "--steps", str(STEPS))
+    _assert_refused(rc, capsys, tmp_path, "the latents of sampling step 1 of 4 (timestep",
+                    "became non-finite (NaN or Inf) with Wan2.1 tiny (t2v)",
+                    "no video was written", "--precision fp32")
+
+
+def test_a_request_that_cannot_fit_is_refused_before_any_weight_is_read(t2v, monkeypatch):
+    _no_loading(monkeypatch)
+    release = wan.inspect_folder(t2v.release.folder)
+    request = wan.make_request(release.task, release.variant, PROMPT, size="8192x8192",
+                               frames=1001)
+    with pytest.raises(errors.MemoryEstimateError) as e:
+        wan.Pipeline.check_memory(release, request)
+    message = " ".join(str(e.value).split())
+    for needle in ("Wan2.1 tiny (t2v), 1001 frames at 8192x8192: an estimated",
+                   "weights", "dit", "(float32)", "DiT step", "VAE decode",
+                   "largest: attention logits", "available (host RAM",
+                   "--skip-memory-check", "Nothing was loaded."):
+        assert needle in message, message
+    estimate = e.value.estimate
+    assert estimate.peak > estimate.available and set(estimate.weights) == {
+        "dit", "vae", "text_encoder"}
+    fits = wan.Pipeline.check_memory(release, wan.make_request(
+        release.task, release.variant, PROMPT, size="64x48", frames=FRAMES))
+    assert fits.fits and fits.peak < estimate.peak and "GiB available" in fits.summary()
+
+
+def test_the_python_api_checks_activations_before_sampling(t2v, monkeypatch):
+    from vidax.pipelines import memory
+
+    pipe = t2v.pipe
+    monkeypatch.setattr(type(pipe), "prepare", lambda *a: pytest.fail("sampling started"))
+    with pytest.raises(errors.MemoryEstimateError, match="Nothing was sampled"):
+        pipe(PROMPT, size="8192x8192", frames=1001)
+    monkeypatch.undo()
+    monkeypatch.setattr(memory, "device_available", lambda mesh=None: (2**20, "test", "cpu"))
+    with pytest.raises(errors.MemoryEstimateError, match=r"1.0 MiB available \(test\)"):
+        pipe(PROMPT, frames=FRAMES, size=SIZE, steps=1)
+    frames = pipe(PROMPT, frames=FRAMES, size=SIZE, steps=1, memory_check=False)
+    assert frames.shape == (FRAMES, SIZE[1], SIZE[0], 3)

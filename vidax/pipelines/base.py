@@ -84,6 +84,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -96,7 +97,8 @@ import numpy as np
 from flax import nnx
 
 from vidax import loading, registry
-from vidax.errors import NumericalError, VerificationError, VidaxError
+from vidax.pipelines import memory
+from vidax.errors import MemoryEstimateError, NumericalError, VerificationError, VidaxError
 from vidax.sharding import constrain_batch, shard_batch, use_mesh
 from vidax.pipelines.inputs import (check_count, check_frames, check_seed, check_size,
                                     noise_array, number, parse_size, seed_key)
@@ -525,6 +527,72 @@ class PipelineBase:
     def describe(self) -> str:
         return f"{self.NAME} {self.variant} ({self.task})"
 
+    # ------------------------------------------------------------------------- memory
+    @classmethod
+    def check_memory(cls, release: Release, request: Request, *, mesh=None,
+                     precision: str = "bf16", weights: bool = True) -> memory.Estimate:
+        """The memory ``request`` needs on ``release`` (:mod:`vidax.pipelines.memory`: an
+        upper-ish estimate from the abstract shapes, no weight read) against what the
+        devices have; raises :class:`~vidax.errors.MemoryEstimateError` with the numbers
+        when it does not fit. ``weights=False``: the activations only (weights loaded)."""
+        return cls(release, mesh=mesh, precision=precision).memory_fits(request, weights)
+
+    def memory_fits(self, request: Request, weights: bool = True) -> memory.Estimate:
+        """:meth:`check_memory` on this pipeline."""
+        estimate = self.estimate_memory(request, weights=weights)
+        if not estimate.fits:
+            raise MemoryEstimateError(
+                f"{estimate.summary()}. This request does not fit: try a smaller --size or "
+                "fewer --frames, or a mesh over more devices (--mesh); or proceed anyway with "
+                "--skip-memory-check (memory_check=False in Python). "
+                + ("Nothing was loaded." if weights else "Nothing was sampled."), estimate)
+        return estimate
+
+    def estimate_memory(self, request: Request, *, weights: bool = True) -> memory.Estimate:
+        """:meth:`check_memory`'s estimate, without the check."""
+        from vidax.translator.verify import abstract_params
+
+        available, where, platform = memory.device_available(self.mesh)
+        axes = {} if self.mesh is None or platform == "cpu" else dict(self.mesh.shape)
+        width, height = request.size
+        estimate = memory.Estimate(
+            f"{self.describe()}, {request.frames} frames at {width}x{height}",
+            available=available, where=where,
+            mesh=",".join(f"{k}={v}" for k, v in axes.items()))
+        for key, spec in self.release.specs.items() if weights else ():
+            dtype = np.dtype(self.param_dtype(spec.component))
+            count = sum(math.prod(a.shape) for a in abstract_params(
+                spec.model_class(), self.release.configs[key]).values())
+            shards = axes.get("fsdp", 1) * axes.get("tp", 1) if spec.component == "dit" else 1
+            estimate.weights[key] = -(-count * dtype.itemsize // shards)
+            estimate.dtypes[key] = dtype.name
+        estimate.weights = self.weights_on_device(estimate.weights)
+        dit, vae = self.dit_geometry(request), self.vae_geometry(request)
+        if dit is not None:
+            estimate.phases["DiT step"] = memory.dit_step(
+                dit, self.precision.dit_compute, platform, dp=axes.get("dp", 1),
+                sp=axes.get("sp", 1))
+        if vae is not None:
+            estimate.phases["VAE decode"] = memory.vae_decode(vae, platform)
+        return estimate
+
+    def component_config(self, component: str):
+        """The config of the release's (first) weight file of ``component``."""
+        return next(self.release.configs[k] for k, spec in self.release.specs.items()
+                    if spec.component == component)
+
+    def weights_on_device(self, weights: dict) -> dict:
+        """The estimate's weights that are on the devices at once (default: all)."""
+        return weights
+
+    def dit_geometry(self, request: Request) -> memory.DiTGeometry | None:
+        """The DiT step's shape for ``request`` (None: not estimated); a family's hook."""
+        return None
+
+    def vae_geometry(self, request: Request) -> memory.VAEGeometry | None:
+        """A decoded chunk's shape for ``request`` (None: not estimated); a family's hook."""
+        return None
+
     def param_dtype(self, component: str):
         return component_dtype(self.precision, component)
 
@@ -567,10 +635,14 @@ class PipelineBase:
         return self.decode(self.sample(prompt, request=request, **options))
 
     def sample(self, prompt: str | None = None, *, request: Request | None = None,
-               draws=None, **options) -> np.ndarray:
+               draws=None, memory_check: bool = True, **options) -> np.ndarray:
         """The final latents ``[T, h, w, C]`` (float32) for ``prompt`` with ``options``, or
-        for a prepared ``request``; ``draws``: explicit random numbers (:meth:`resolve`)."""
+        for a prepared ``request``; ``draws``: explicit random numbers (:meth:`resolve`).
+        The request's activations are first checked to fit (:meth:`check_memory`; a
+        :class:`~vidax.errors.MemoryEstimateError` if not) unless ``memory_check=False``."""
         request = self.resolve(self._request(prompt, request, options), draws)
+        if memory_check:
+            self.memory_fits(request, weights=False)
         with self._matmul_precision():
             latents = self.denoise(request, self.prepare(request))
         return np.asarray(latents[0])

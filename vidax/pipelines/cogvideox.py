@@ -69,9 +69,10 @@ from flax import nnx
 from vidax import registry
 from vidax.errors import VidaxError
 from vidax.models.cogvideox.dit import CogVideoXDiTConfig
-from vidax.models.cogvideox.vae import CogVideoXVAEConfig
+from vidax.models.cogvideox.vae import (DECODE_FRAMES_PER_CHUNK, CogVideoXVAEConfig,
+                                        frame_batches)
 from vidax.models.t5.model import T5Config
-from vidax.pipelines import base
+from vidax.pipelines import base, memory
 from vidax.pipelines.base import (Defaults, Needed, Part, PipelineBase, Release, Run, find_files,
                                   open_folder)
 from vidax.pipelines.inputs import load_image, read_json_config, read_noise, refuse, seed_key
@@ -319,6 +320,23 @@ class CogVideoXPipeline(PipelineBase):
         self.tokenizer = load_tokenizer(self.release.files["tokenizer"], clean=None,
                                         seq_len=self.release.configs["dit"].max_text_seq_length)
 
+    def dit_geometry(self, request: Request) -> memory.DiTGeometry:
+        """The video tokens and the text in one joint attention; diffusers' 4x MLP."""
+        cfg = self.release.configs["dit"]
+        patch = (cfg.patch_size_t or 1, cfg.patch_size, cfg.patch_size)
+        return memory.DiTGeometry(
+            2 if request.guidance_scale > 1 else 1, memory.patches(request.latent_shape, patch),
+            cfg.inner_dim, cfg.num_attention_heads, 4 * cfg.inner_dim,
+            joint=cfg.max_text_seq_length)
+
+    def vae_geometry(self, request: Request) -> memory.VAEGeometry:
+        """Chunks of 2 latent frames (the first 3: 9 frames), the full-size stage's channels
+        twice (the upsampling's output beside the block's)."""
+        cfg, (width, height) = self.release.configs["vae"], request.size
+        chunks = len(frame_batches(request.latent_shape[0], DECODE_FRAMES_PER_CHUNK))
+        return memory.VAEGeometry(9, height, width, 2 * cfg.block_out_channels[0], chunks,
+                                  request.frames)
+
     def encode_text(self, prompts: list[str]) -> jax.Array:
         """T5 states ``[len(prompts), max_text_seq_length, D]`` (float32), no mask."""
         graphdef, params = nnx.split(self.text_encoder)
@@ -365,11 +383,13 @@ class CogVideoXPipeline(PipelineBase):
             latent_channels=self.release.configs["vae"].latent_channels).with_noise(noise)
 
     def sample(self, prompt: str | None = None, *, request: Request | None = None,
-               draws: Draws | None = None, **options) -> np.ndarray:
+               draws: Draws | None = None, memory_check: bool = True,
+               **options) -> np.ndarray:
         """The final latents ``[F', h, w, C]`` (float32, scaled as the DiT sees them), with the
         1.5 padding frames already cropped."""
         request = self._request(prompt, request, options)   # resolved (once) by base.sample
-        return super().sample(request=request, draws=draws)[request.pad:]
+        return super().sample(request=request, draws=draws,
+                              memory_check=memory_check)[request.pad:]
 
     def initial_noise(self, request: Request) -> jax.Array:
         if request.noise is not None:

@@ -73,7 +73,7 @@ from vidax import registry
 from vidax.errors import VidaxError
 from vidax.models.cosmos2_5.dit import CosmosDiTConfig
 from vidax.models.reason1.model import Reason1Config, full_concat
-from vidax.pipelines import base
+from vidax.pipelines import base, memory
 from vidax.pipelines.base import Defaults, Needed, Part, PipelineBase, Run, find_files, open_folder
 from vidax.pipelines.inputs import load_image, read_json_config, refuse, to_unit_range
 from vidax.pipelines.image import resize_nearest
@@ -356,6 +356,16 @@ class Cosmos25Pipeline(PipelineBase):
 
     def setup(self) -> None:
         self.tokenizer = chat_tokenizer(self.release.files["tokenizer"])
+
+    def dit_geometry(self, request: Request) -> memory.DiTGeometry:
+        cfg = self.release.configs["dit"]
+        patch = (cfg.patch_temporal, cfg.patch_spatial, cfg.patch_spatial)
+        return memory.DiTGeometry(
+            2 if request.guidance_scale > 1 else 1, memory.patches(request.latent_shape, patch),
+            cfg.model_channels, cfg.num_heads, int(cfg.model_channels * cfg.mlp_ratio), TEXT_LEN)
+
+    def vae_geometry(self, request: Request) -> memory.VAEGeometry:
+        return memory.wan_vae(self.release.configs["vae"], request)
 
     def encode_text(self, prompts: list[str]) -> jax.Array:
         """``[len(prompts), 512, layers x width]``; warns when a prompt is truncated."""

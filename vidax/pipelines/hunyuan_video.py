@@ -69,8 +69,9 @@ from vidax import registry
 from vidax.errors import VidaxError
 from vidax.models.clip.model import CLIPTextConfig
 from vidax.models.hunyuan_video.dit import HunyuanVideoDiTConfig
-from vidax.models.hunyuan_video.vae import HunyuanVideoVAEConfig
+from vidax.models.hunyuan_video.vae import TILE_FRAMES, TILE_STRIDE, HunyuanVideoVAEConfig
 from vidax.models.llama.model import LlamaConfig
+from vidax.pipelines import memory
 from vidax.pipelines.base import (Defaults, Needed, Part, PipelineBase, Release, Request, Run,
                                   find_files, open_folder)
 from vidax.pipelines.inputs import read_json_config, refuse
@@ -216,6 +217,23 @@ class HunyuanVideoPipeline(PipelineBase):
                                    clean=None, special="file")
         self.tokenizer_2 = Tokenizer(files["text_encoder_2_folder"], seq_len=CLIP_LEN,
                                      clean=None, special="file", pad_token="<|endoftext|>")
+
+    def dit_geometry(self, request: Request) -> memory.DiTGeometry:
+        """Batch 1 (embedded guidance), the video and the 256 text tokens in one attention."""
+        cfg = self.release.configs["dit"]
+        return memory.DiTGeometry(1, memory.patches(request.latent_shape, cfg.patch_size),
+                                  cfg.hidden_size, cfg.heads_num, cfg.mlp_dim, joint=TEXT_LEN)
+
+    def vae_geometry(self, request: Request) -> memory.VAEGeometry:
+        """diffusers' temporal tiles (5 latent frames -> 17 frames) above 4 latent frames;
+        the mid block's frame-causal attention over a tile's latent pixels."""
+        cfg, (width, height) = self.release.configs["vae"], request.size
+        t, h, w, _ = request.latent_shape
+        tile = TILE_FRAMES // 4 + 1 if t > TILE_FRAMES // 4 else t
+        return memory.VAEGeometry(
+            4 * (tile - 1) + 1, height, width, 2 * cfg.block_out_channels[0],
+            -(-t // (TILE_STRIDE // 4)) if t > TILE_FRAMES // 4 else 1, request.frames,
+            attention=(1, tile * h * w, cfg.block_out_channels[-1]), masked=True)
 
     def encode_text(self, prompts: list[str]) -> tuple[jax.Array, jax.Array, jax.Array]:
         """(Llama states ``[B, 256, D]`` float32, their mask ``[B, 256]`` int32, CLIP pooled

@@ -29,7 +29,7 @@ from vidax import registry
 from vidax.errors import VidaxError
 from vidax.models.ltx_video.dit import SKIP_LAYER_STRATEGIES, skip_layer_mask
 from vidax.models.t5.model import T5Config
-from vidax.pipelines import base
+from vidax.pipelines import base, memory
 from vidax.pipelines.base import Needed, Part, PipelineBase, Run, find_files, open_folder
 from vidax.pipelines.inputs import (check_frames, check_size, load_image, read_json_config, refuse,
                                     seed_key, tokenize)
@@ -477,6 +477,16 @@ class LTXVideoPipeline(PipelineBase):
     def request(self, prompt: str, **options) -> Request:
         return make_request(self.task, self.variant, prompt, release=self.release, **options)
 
+    def dit_geometry(self, request: Request) -> memory.DiTGeometry:  # the last pass, CFG+STG
+        cfg, shape = self.release.configs["dit"], request.latent_shape_at(request.pass_sizes()[-1])
+        return memory.DiTGeometry(3, int(np.prod(shape[:3])), cfg.inner_dim,
+                                  cfg.num_attention_heads, 4 * cfg.inner_dim, TEXT_LEN)
+
+    def vae_geometry(self, request: Request) -> memory.VAEGeometry:  # the whole video at once
+        (width, height), c = request.pass_sizes()[-1], self.release.configs["vae"]
+        return memory.VAEGeometry(request.frames, height, width, 2 * c.decoder_base_channels
+                                  / c.patch_size ** 2, 1, request.frames)
+
     def encode_text(self, prompts: list[str]) -> tuple[jax.Array, jax.Array]:
         """T5 states ``[len(prompts), 256, D]`` (float32) and the masks ``[len(prompts), 256]``."""
         tokens = tokenize(self.tokenizer, prompts)
@@ -517,10 +527,10 @@ class LTXVideoPipeline(PipelineBase):
 
     # ------------------------------------------------------------------------- sampling
     def __call__(self, prompt: str | None = None, *, request: Request | None = None,
-                 draws=None, **options) -> np.ndarray:
+                 draws=None, memory_check: bool = True, **options) -> np.ndarray:
         """uint8 frames ``[F, H, W, 3]`` (:meth:`sample`'s latents, :meth:`decode`)."""
         request = self.resolve(self._request(prompt, request, options), draws)
-        return self.decode(self.sample(request=request), request)
+        return self.decode(self.sample(request=request, memory_check=memory_check), request)
 
     def prepare(self, request: Request) -> Run:
         """The first pass: the text encoded (for every pass), its latents and steps."""

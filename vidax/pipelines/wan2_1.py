@@ -33,9 +33,9 @@ from vidax.errors import VidaxError
 from vidax.models.clip.config import CLIPVisionConfig
 from vidax.models.clip.model import preprocess
 from vidax.models.t5.config import T5Config
-from vidax.models.wan2_1.config import (CLIP_DIM, WAN2_1_LATENTS_MEAN, WAN2_1_LATENTS_STD,
-                                        WanDiTConfig, WanVAEConfig)
-from vidax.pipelines import base
+from vidax.models.wan2_1.config import (CLIP_DIM, FLF2V_CLIP_TOKENS, WAN2_1_LATENTS_MEAN,
+                                        WAN2_1_LATENTS_STD, WanDiTConfig, WanVAEConfig)
+from vidax.pipelines import base, memory
 from vidax.pipelines.base import (Defaults, Needed, Part, PipelineBase, Precision, Release, Run,
                                   cfg_pair, find_files, open_folder)
 from vidax.pipelines.inputs import load_image, read_json_config, to_unit_range, tokenize
@@ -367,6 +367,16 @@ class WanPipeline(PipelineBase):
                    None if self.dit is None else nnx.split(self.dit),
                    f"{request.sample_solver} shift {request.shift:g}, "
                    f"{self.guidance_text(request)}")
+
+    def dit_geometry(self, request: Request):
+        """The ``[cond, uncond]`` batch of the DiT's tokens, its text (and CLIP) context."""
+        cfg = self.component_config("dit")
+        context = cfg.text_len + (FLF2V_CLIP_TOKENS if cfg.has_image_branch else 0)
+        return memory.DiTGeometry(2, memory.patches(request.latent_shape, cfg.patch_size),
+                                  cfg.dim, cfg.num_heads, cfg.ffn_dim, context)
+
+    def vae_geometry(self, request: Request):
+        return memory.wan_vae(self.component_config("vae"), request)
 
     @staticmethod
     def predict(dit, x, t, inputs, compute_dtype):

@@ -350,6 +350,17 @@ class Wan22Pipeline(wan2_1.WanPipeline):
             self.experts.policy = "resident"  # one DiT: nothing to swap
         self.dit, self.expert_log = None, []
 
+    def weights_on_device(self, weights: dict) -> dict:
+        """Under ``swap`` (what ``auto`` picks where both experts do not fit) one expert is on
+        the device at a time."""
+        experts = [k for k in (HIGH, LOW) if k in weights]
+        policy = self.experts.policy
+        if len(experts) == 2 and policy == "auto":
+            policy = choose_expert_policy(weights[experts[0]])
+        if len(experts) == 2 and policy == "swap":
+            weights = {k: v for k, v in weights.items() if k != LOW}
+        return weights
+
     def adopt(self, key: str, model) -> None:
         if self.release.specs[key].component != "dit":
             return super().adopt(key, model)

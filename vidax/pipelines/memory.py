@@ -1,0 +1,264 @@
+"""How much memory a generation request needs, estimated before any weight is read, and what
+the devices have (:meth:`vidax.pipelines.base.PipelineBase.check_memory`).
+
+The estimate is an upper-ish bound, not a measurement:
+
+* **Weights**: each component's parameter count from its abstract tree (``nnx.eval_shape``,
+  no weight read) times the itemsize of the dtype the precision policy loads it in.
+* **The DiT step**: one transformer block's intermediates (XLA keeps one block's alive at a
+  time inside the jitted step): the float32 residual stream, the modulated input, q / k / v
+  and the attention output, the MLP's hidden layer and its activation, all counted in
+  float32, plus the attention logits where the kernel materialises them -- the kernel
+  :func:`vidax.nn.attention.choose_implementation` would pick: ``[B, H, L, L]`` float32
+  logits and probabilities for XLA's attention (CPU under 2,048 queries, GPU in float32, TPU
+  without a splash kernel), ``[B, H, 512, L]`` for the CPU's blocked attention, none for
+  cuDNN's flash attention.
+* **The VAE decode**: ``VAE_FEATURE_COPIES`` copies of the decoder's widest feature map of
+  one decoded chunk (the family's :class:`VAEGeometry`), float32, plus the decoded video
+  on the host (float32) and its uint8 frames -- counted against the devices' memory on the
+  CPU only, where the host *is* the device.
+
+Peak: the weights plus the larger of the two phases (they run one after the other). On a
+mesh, kept simple: the DiT's weights are divided by ``fsdp x tp`` (the other components are
+counted whole, as if replicated), the activations by the share of the batch each ``dp``
+device holds and by ``sp`` (the tokens); on the CPU every device is the same host RAM, so
+nothing is divided. Measured against peak RSS on CPU by ``benchmarks/memory_estimate.py``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+
+#: Feature maps of the widest decoder stage alive at once during a chunk's decode (the
+#: block's input, its norm and activation, the conv's output), float32.
+VAE_FEATURE_COPIES = 4
+#: Float32 tensors of ``[B, L, D]`` one DiT block keeps alive (residual, modulated input, q,
+#: k, v, attention output, its projection, the gated update).
+DIT_WIDTH_COPIES = 8
+#: Float32 tensors of ``[B, L, ffn]`` (the MLP's hidden layer and its activation).
+DIT_FFN_COPIES = 2
+
+
+def gib(n: float) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**28 else f"{n / 2**20:.1f} MiB"
+
+
+@dataclass(frozen=True)
+class DiTGeometry:
+    """One DiT step's shape: ``batch`` (2 with CFG), video ``tokens`` (plus ``joint`` text
+    tokens in the same attention, CogVideoX / HunyuanVideo), ``dim``, ``heads``, ``ffn``
+    (the MLP's width), ``context`` (cross-attention tokens)."""
+
+    batch: int
+    tokens: int
+    dim: int
+    heads: int
+    ffn: int
+    context: int = 0
+    joint: int = 0
+
+
+@dataclass(frozen=True)
+class VAEGeometry:
+    """One decoded chunk: ``frames`` output frames at ``height`` x ``width`` with the decoder's
+    widest stage holding ``channels`` float32 values per output pixel (a stage at half the
+    resolution counts a quarter of its channels); ``chunks`` of them, ``total_frames`` in
+    all; ``attention`` as below."""
+
+    frames: int
+    height: int
+    width: int
+    channels: float
+    chunks: int
+    total_frames: int
+    #: The decoder's single-head attention (its mid block): ``[batch, tokens, dim]`` queries,
+    #: ``masked`` (a causal frame mask: XLA's kernel, the logits materialised).
+    attention: tuple[int, int, int] | None = None
+    masked: bool = False
+
+
+@dataclass
+class Phase:
+    """A phase's activations: ``bytes`` in all, its ``largest`` intermediate (name, bytes)."""
+
+    bytes: int
+    largest: tuple[str, int]
+    note: str = ""
+
+
+@dataclass
+class Estimate:
+    """The estimate for one request (:mod:`vidax.pipelines.memory`'s docstring): per device,
+    the ``weights`` per component (with their ``dtypes``), the ``phases`` (``DiT step``,
+    ``VAE decode``), what the devices have (``available`` bytes per device, None: unknown,
+    ``where`` they were read)."""
+
+    what: str
+    weights: dict = field(default_factory=dict)
+    dtypes: dict = field(default_factory=dict)
+    phases: dict = field(default_factory=dict)
+    available: int | None = None
+    where: str = ""
+    mesh: str = ""
+
+    @property
+    def weight_bytes(self) -> int:
+        return sum(self.weights.values())
+
+    @property
+    def peak(self) -> int:
+        return self.weight_bytes + max((p.bytes for p in self.phases.values()), default=0)
+
+    @property
+    def fits(self) -> bool:
+        return self.available is None or self.peak <= self.available
+
+    def summary(self) -> str:
+        """One paragraph: the peak, its parts, the largest intermediate, what is available."""
+        parts = [f"{name} {gib(n)} ({self.dtypes.get(name, '?')})"
+                 for name, n in self.weights.items()]
+        weights = f"weights {gib(self.weight_bytes)}" + (f" [{', '.join(parts)}]" if parts
+                                                         else " (already loaded)")
+        phases = []
+        for name, p in self.phases.items():
+            note = f", {p.note}" if p.note else ""
+            phases.append(f"{name} {gib(p.bytes)} (largest: {p.largest[0]} "
+                          f"{gib(p.largest[1])}{note})")
+        have = (f"{gib(self.available)} available ({self.where})" if self.available is not None
+                else f"the available memory is unknown ({self.where})")
+        mesh = f" per device on the mesh {self.mesh}" if self.mesh else ""
+        return (f"{self.what}: an estimated {gib(self.peak)}{mesh} at the peak -- {weights}; "
+                f"activations, the larger phase counted: {'; '.join(phases)}; {have}")
+
+
+def wan_vae(cfg, request) -> VAEGeometry:
+    """A Wan2.1 / Wan2.2 VAE decode chunk (one latent frame -> ``temporal_stride`` frames;
+    also Cosmos-Predict2.5's tokenizer): the last stage's channels (``dec_dim`` or ``dim``,
+    twice: the upsampling's output beside the block's) at its resolution (Wan2.2's is half,
+    2x2 pixels unpatchified after it), the mid block's per-frame attention over the latent
+    pixels."""
+    width, height = request.size
+    t, h, w, _ = request.latent_shape
+    patch = cfg.spatial_stride // 2 ** (len(cfg.dim_mult) - 1)
+    top = getattr(cfg, "dec_dim", None) or cfg.dim
+    return VAEGeometry(cfg.temporal_stride, height, width, 2 * top * cfg.dim_mult[0] / patch**2,
+                       t, request.frames, attention=(1, h * w, top * cfg.dim_mult[-1]))
+
+
+def patches(latent_shape, patch) -> int:
+    """DiT tokens of latents ``[T, h, w, C]`` in ``(pt, ph, pw)`` patches."""
+    t, h, w, _ = latent_shape
+    pt, ph, pw = patch
+    return -(-t // pt) * (h // ph) * (w // pw)
+
+
+# ----------------------------------------------------------------------------- activations
+def attention_logits(batch: int, heads: int, queries: int, keys: int, head_dim: int,
+                     compute_dtype, platform: str, masked: bool = False) -> tuple[int, str]:
+    """Bytes of the attention logits and probabilities the chosen kernel materialises, and
+    the kernel's name."""
+    import jax
+
+    from vidax.nn.attention import CPU_QUERY_BLOCK, choose_implementation
+
+    q = jax.ShapeDtypeStruct((batch, queries, heads, head_dim), compute_dtype)
+    kernel, _ = choose_implementation(q, has_mask=masked, backend=platform)
+    if kernel in ("cudnn", "splash"):
+        return 0, kernel
+    rows = min(queries, CPU_QUERY_BLOCK) if kernel == "blocked" else queries
+    itemsize = jax.numpy.dtype(compute_dtype).itemsize
+    return batch * heads * rows * keys * (4 + itemsize), kernel
+
+
+def logits_shape(batch: int, heads: int, queries: int, keys: int, kernel: str) -> str:
+    from vidax.nn.attention import CPU_QUERY_BLOCK
+
+    rows = min(queries, CPU_QUERY_BLOCK) if kernel == "blocked" else queries
+    return f"[{batch}, {heads}, {rows}, {keys}] ({kernel})"
+
+
+def dit_step(g: DiTGeometry, compute_dtype, platform: str, *, dp: int = 1,
+             sp: int = 1) -> Phase:
+    """One sampling step's activations (the module docstring's count)."""
+    batch = math.ceil(g.batch / max(1, min(dp, g.batch)))
+    length = g.tokens + g.joint
+    local = math.ceil(length / sp)
+    width = batch * local * g.dim * 4
+    ffn = batch * local * g.ffn * 4
+    heads, queries = g.heads, local
+    if sp > 1:  # Ulysses: full-length, head-split blocks
+        heads, queries = max(1, g.heads // sp), length
+    logits, kernel = attention_logits(batch, heads, queries, length, g.dim // g.heads,
+                                      compute_dtype, platform)
+    context = batch * g.context * g.dim * 4 * 3  # the context and its keys and values
+    total = DIT_WIDTH_COPIES * width + DIT_FFN_COPIES * ffn + logits + context
+    largest = max((f"attention logits {logits_shape(batch, heads, queries, length, kernel)}",
+                   logits), (f"MLP hidden [{batch}, {local}, {g.ffn}]", ffn),
+                  (f"residual stream [{batch}, {local}, {g.dim}]", width), key=lambda x: x[1])
+    return Phase(total, largest, f"{length} tokens, {kernel} attention")
+
+
+def vae_decode(g: VAEGeometry, platform: str) -> Phase:
+    """The decode's activations: the widest feature maps of one chunk, and (on the CPU) the
+    decoded video on the host."""
+    import jax.numpy as jnp
+
+    feature = int(g.frames * g.height * g.width * g.channels * 4)
+    total = VAE_FEATURE_COPIES * feature
+    largest = (f"decoder feature map [{g.frames}, {g.height}, {g.width}, {g.channels:g}]",
+               feature)
+    if g.attention is not None:
+        batch, tokens, dim = g.attention
+        logits, kernel = attention_logits(batch, 1, tokens, tokens, dim, jnp.float32,
+                                          platform, g.masked)
+        total += logits
+        if logits > feature:
+            largest = (f"mid-block attention logits "
+                       f"{logits_shape(batch, 1, tokens, tokens, kernel)}", logits)
+    video = g.total_frames * g.height * g.width * 3
+    note = f"{g.chunks} chunk{'s' * (g.chunks > 1)} of {g.frames} frames"
+    if platform == "cpu":  # float32 chunks, their concatenation and clip, the uint8 frames
+        total += 3 * 4 * video + video
+        note += ", the video on the host included"
+    return Phase(total, largest, note)
+
+
+# ----------------------------------------------------------------------------- devices
+def host_available() -> tuple[int | None, str]:
+    """Host RAM available: ``MemAvailable`` of ``/proc/meminfo`` (Linux), else the free
+    pages ``os.sysconf`` reports."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024, "host RAM, MemAvailable"
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return (os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"),
+                "host RAM, free pages")
+    except (OSError, ValueError, AttributeError):
+        return None, "no memory statistics on this host"
+
+
+def device_available(mesh=None) -> tuple[int | None, str, str]:
+    """(bytes available on the fullest device, where that was read, the platform): an
+    accelerator's ``memory_stats()`` ``bytes_limit - bytes_in_use``; host RAM on the CPU,
+    where JAX reports none."""
+    import jax
+
+    devices = list(mesh.devices.flat) if mesh is not None else jax.local_devices()[:1]
+    platform = devices[0].platform
+    free = []
+    for d in devices:
+        try:
+            stats = d.memory_stats() or {}
+        except Exception:  # noqa: BLE001 -- a backend without memory statistics
+            stats = {}
+        if "bytes_limit" in stats:
+            free.append(stats["bytes_limit"] - stats.get("bytes_in_use", 0))
+    if free and platform != "cpu":
+        return min(free), f"{len(devices)} {platform} device(s), memory_stats()", platform
+    return (*host_available(), platform)
