@@ -75,6 +75,10 @@ class ComponentSpec:
                                 f"({', '.join(self.variants)})")
         if variant == "tiny":
             return cls.tiny()
+        if variant.startswith("demo"):   # the tiny release `vidax demo` writes
+            from vidax.demo.layouts import demo_config
+
+            return cls.from_dict(demo_config(self.key, variant))
         if variant not in self.variants:
             raise RegistryError(
                 f"{self.model_type} {self.component} has no variant {variant!r}"
