@@ -48,16 +48,16 @@ def canonical(name, *, what: str = "dtype", allowed=None) -> str:
     option in the error."""
     short = None
     if isinstance(name, str):
-        key = name.strip().lower().removeprefix("torch.").removeprefix("jnp.")
-        key = key.removeprefix("np.").removeprefix("numpy.")
-        short = ALIASES.get(key)
-    else:
+        short = ALIASES.get(_key(name))
+    elif name is not None and not isinstance(name, bool):   # np.dtype(None) is float64
         try:
             dtype = np.dtype(name)
-        except TypeError:
+        except (TypeError, ValueError):
             dtype = None
         if dtype is not None:
             short = next((s for s, d in DTYPES.items() if d == dtype), None)
+        elif str(name).startswith("torch."):      # a torch.dtype, without importing torch
+            short = ALIASES.get(_key(str(name)))
     choices = tuple(allowed) if allowed is not None else tuple(DTYPES)
     if short is None or short not in choices:
         spellings = {a: s for a, s in ALIASES.items() if s in choices}
@@ -74,6 +74,13 @@ def canonical(name, *, what: str = "dtype", allowed=None) -> str:
         listed = "; ".join(" / ".join(v) for v in groups.values())
         raise VidaxError(f"{what} {name!r} is not one vidax accepts{hint}; accepted: {listed}")
     return short
+
+
+def _key(spelling: str) -> str:
+    key = spelling.strip().lower()
+    for prefix in ("torch.", "jnp.", "jax.numpy.", "np.", "numpy.", "ml_dtypes."):
+        key = key.removeprefix(prefix)
+    return key
 
 
 def parse(name, *, what: str = "dtype", allowed=None) -> np.dtype:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from vidax import dtypes
 from vidax.errors import MappingError
 
 #: layout name -> human description (``vidax models`` and the docs print this table)
@@ -103,11 +104,36 @@ def converted_shape(shape: tuple[int, ...], layout: str) -> tuple[int, ...]:
 
 
 def as_dtype(dtype) -> np.dtype:
-    """A numpy dtype from a name as the manifests and PyTorch spell it (``bfloat16``,
-    ``float8_e4m3fn``, ...) or from any numpy-compatible dtype."""
+    """A numpy dtype from a name as the manifests, numpy and PyTorch spell it (``bfloat16``,
+    ``float8_e4m3fn``, ``int64``, ``uint8``, ...), from a spelling of the user vocabulary
+    (``vidax.dtypes``: ``bf16``, ``fp16``, ``half``, ...), or from any numpy-compatible
+    dtype: the stored and per-key dtypes of the translator, every kind allowed. A name that is
+    none of these is a ``VidaxError`` listing the accepted spellings.
+
+    A dtype a *user* names for a cast goes through :func:`cast_dtype` instead, which accepts
+    only the floating dtypes of the vocabulary."""
+    given = dtype
     if isinstance(dtype, str):
-        name = dtype.removeprefix("torch.")
-        if hasattr(ml_dtypes, name):
-            return np.dtype(getattr(ml_dtypes, name))
-        return np.dtype(name)
-    return np.dtype(dtype)
+        name = dtype.strip().removeprefix("torch.")
+        short = dtypes.ALIASES.get(name.lower())
+        if short is not None:
+            return dtypes.DTYPES[short]
+        if not name.startswith("_") and isinstance(getattr(ml_dtypes, name, None), type):
+            dtype = getattr(ml_dtypes, name)
+    try:
+        result = None if dtype is None else np.dtype(dtype)
+    except (TypeError, ValueError):
+        result = None
+    # numbers only: not numpy's object, string, datetime or record dtypes (np.dtype(None)
+    # would be float64)
+    if result is None or result.kind in "OUSMm" or result.fields is not None:
+        dtypes.parse(given)                    # raises, with the accepted names
+    return result
+
+
+def cast_dtype(dtype) -> np.dtype | None:
+    """The dtype a user asked every parameter to be cast to (``vidax.load(dtype=)``,
+    ``vidax convert --dtype``): None stays None; anything else must be a spelling of
+    ``vidax.dtypes`` (``bf16``, ``bfloat16``, ``torch.float16``, ``np.float32``, ...) and is
+    refused otherwise with the accepted list. Call it before opening any file."""
+    return None if dtype is None else dtypes.parse(dtype)

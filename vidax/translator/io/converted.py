@@ -14,11 +14,23 @@ A converted folder holds two files:
 ``vidax.load(model_type, component, FOLDER)`` recognises the folder (``is_converted``) and skips
 the mapper: the tensors are matched 1:1 against the model's abstract tree by path
 (``identity_plan``; still verified, still placed block by block from the memory map).
+
+What counts as a vidax cache folder (``survey``), the one thing ``vidax convert --overwrite``
+may replace and the only thing it ever deletes: a real folder (not a symbolic link) whose
+entries are all regular files among the names vidax writes there -- ``WEIGHTS``, ``MARKER``
+and the writer's lock file ``LOCK`` (see ``vidax.convert``). It is *complete* when it holds the
+marker (a JSON object with a ``format_version``), *partial* when it holds no marker (a folder
+still being written, or left by a killed convert; only ever under a hidden ``.NAME.partial-*``
+or ``.NAME.old-*`` name). Anything else -- a file of another name, a subfolder, a link, a
+``vidax_convert.json`` that is not a marker -- makes the folder the user's.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,8 +44,81 @@ if TYPE_CHECKING:
 
 MARKER = "vidax_convert.json"
 WEIGHTS = "model.safetensors"
+#: held (``flock``) by the process writing, moving or removing a folder; see ``vidax.convert``
+LOCK = ".vidax_convert.lock"
+#: every name vidax writes inside a converted folder
+FILES = (WEIGHTS, MARKER, LOCK)
 FORMAT_VERSION = 1
 METADATA = {"vidax": "flax-layout"}
+#: a marker is a few kilobytes; a bigger file of that name is not one
+_MARKER_LIMIT = 1 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class Survey:
+    """What a path holds, seen without following a link at it.
+
+    ``kind``: ``missing``; ``empty`` (a folder with nothing in it); ``complete`` or
+    ``partial`` (a vidax cache folder, with or without its marker); ``foreign`` (anything
+    else: the user's). ``what``: the same in words, for a message."""
+
+    kind: str
+    what: str
+
+    @property
+    def is_cache(self) -> bool:
+        """Whether the folder holds nothing but vidax's own files (or nothing at all)."""
+        return self.kind in ("empty", "complete", "partial")
+
+
+def survey(path) -> Survey:
+    """What ``path`` holds (see the module docstring for what a vidax cache folder is)."""
+    path = Path(path)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return Survey("missing", "nothing")
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            to = os.readlink(path)
+        except OSError:
+            to = "?"
+        return Survey("foreign", f"a symbolic link (to {to})")
+    if not stat.S_ISDIR(st.st_mode):
+        kind = "a regular file" if stat.S_ISREG(st.st_mode) else "a special file"
+        return Survey("foreign", f"{kind} of {st.st_size} bytes")
+    names = sorted(os.listdir(path))
+    if not names:
+        return Survey("empty", "an empty folder")
+    others = []
+    for name in names:
+        try:
+            regular = name in FILES and stat.S_ISREG(os.lstat(path / name).st_mode)
+        except FileNotFoundError:         # removed while we looked: not there
+            continue
+        if not regular:
+            others.append(name + ("/" if (path / name).is_dir() else ""))
+    if others:
+        shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5
+                                         else "")
+        return Survey("foreign", f"a folder holding {len(others)} entr"
+                                 f"{'y' if len(others) == 1 else 'ies'} vidax does not write "
+                                 f"({shown})")
+    if MARKER not in names:
+        return Survey("partial", "a partial vidax cache folder (no marker)")
+    if not _is_marker(path / MARKER):
+        return Survey("foreign", f"a folder whose {MARKER} is not a vidax convert marker")
+    return Survey("complete", "a vidax cache folder")
+
+
+def _is_marker(path: Path) -> bool:
+    try:
+        if path.stat().st_size > _MARKER_LIMIT:
+            return False
+        info = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return False
+    return isinstance(info, dict) and "format_version" in info
 
 
 def is_converted(path) -> bool:
