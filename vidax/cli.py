@@ -296,10 +296,18 @@ def _check_out(out: Path) -> None:
     """``generate --out``: an .mp4 that can be written, checked before anything loads: its
     folder exists and takes a new file (tried, as the permission bits do not tell for root
     or a read-only mount), and the name is not a folder or something else than a file."""
-    import tempfile
-
     if out.suffix.lower() != ".mp4":
         raise VidaxError(f"--out {out}: the output must be an .mp4 file")
+    try:
+        _try_out(out)
+    except OSError as e:  # a name too long, a folder nobody may write in, ...
+        raise VidaxError(f"--out {out}: cannot write there ({e.strerror or e}); name an .mp4 "
+                         f"in a folder you can write to") from None
+
+
+def _try_out(out: Path) -> None:
+    import tempfile
+
     if out.is_dir():
         raise VidaxError(f"--out {out}: that is a folder; name the .mp4 file to write")
     if out.exists() and not out.is_file():
@@ -308,21 +316,17 @@ def _check_out(out: Path) -> None:
     if not folder.is_dir():
         what = "is not a folder" if folder.exists() else "does not exist"
         raise VidaxError(f"--out {out}: the folder {folder} {what}")
-    try:
-        if out.exists():
-            # Replaced or rewritten in place: the folder and the file must both take it.
-            fd, probe = tempfile.mkstemp(dir=folder, prefix=".vidax-write-check-")
-            os.close(fd)
-            os.unlink(probe)
-            if not os.access(out, os.W_OK):
-                raise PermissionError(13, "the file is read-only")
-        else:
-            with open(out, "xb"):  # the very name: too long, not allowed here, ...
-                pass
-            out.unlink()
-    except OSError as e:
-        raise VidaxError(f"--out {out}: cannot write there ({e.strerror or e}); name an .mp4 "
-                         f"in a folder you can write to") from None
+    if out.exists():
+        # Replaced or rewritten in place: the folder and the file must both take it.
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".vidax-write-check-")
+        os.close(fd)
+        os.unlink(probe)
+        if not os.access(out, os.W_OK):
+            raise PermissionError(13, "the file is read-only")
+    else:
+        with open(out, "xb"):  # the very name: too long, not allowed there, ...
+            pass
+        out.unlink()
 
 
 def cmd_convert(args) -> int:
@@ -545,7 +549,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _paragraph(text: str) -> str:
-    return textwrap.fill(" ".join(text.split()), width=100)
+    # Paths and names stay whole (copyable): no break inside a word or at its hyphens.
+    return textwrap.fill(" ".join(text.split()), width=100, break_long_words=False,
+                         break_on_hyphens=False)
 
 
 if __name__ == "__main__":
