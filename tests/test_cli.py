@@ -139,7 +139,7 @@ def _assert_readable_at(out: str, width: int) -> None:
     for s in registry.specs():
         for name in (s.model_type, s.component, s.layout, *s.variants):
             assert _whole(name, out), name
-    for (fam, var, comp, lay), a in registry.aliases().items():
+    for fam, var, comp, _ in registry.aliases():
         assert _whole(fam, out) and _whole(var, out) and _whole(comp, out)
 
 
