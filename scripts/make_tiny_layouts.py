@@ -253,16 +253,18 @@ HUNYUAN_LLAMA = dict(vocab_size=1024, hidden_size=32, intermediate_size=48, num_
                      rope_theta=5e5, max_position_embeddings=512, tie_word_embeddings=False)
 HUNYUAN_CLIP_TEXT = dict(vocab_size=160, hidden_size=24, intermediate_size=48,
                          num_hidden_layers=2, num_attention_heads=2, max_position_embeddings=77,
-                         projection_dim=24)
+                         projection_dim=24, bos_token_id=0, eos_token_id=0,
+                         pad_token_id=0)  # the demo sets its tokenizer's ids
 HUNYUAN_CLIP_VISION = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
                            num_attention_heads=2, image_size=28, patch_size=14,
                            projection_dim=24)
 
 
-def _saved(model, dtype, file: str) -> dict:
+def _saved(model, dtype, file: str, spec: list[str]) -> dict:
     """What ``save_pretrained`` writes for ``model`` cast to the release's ``dtype``: the file
     (its name inside the release), its ``config.json`` (the library's version keys kept: they
-    are what the class writes) and the safetensors header's key -> shape; one dtype per file."""
+    are what the class writes), the safetensors header's key -> shape (one dtype per file) and
+    the registry ``spec`` (model type, component, layout) that reads it."""
     import tempfile
 
     from safetensors import safe_open
@@ -281,7 +283,8 @@ def _saved(model, dtype, file: str) -> dict:
         config = json.loads((Path(tmp) / "config.json").read_text())
     assert len(dtypes) == 1, dtypes
     names = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
-    return {"file": file, "dtype": names[dtypes.pop()], "config": config, "tensors": tensors}
+    return {"file": file, "dtype": names[dtypes.pop()], "config": config, "spec": spec,
+            "tensors": tensors}
 
 
 @layout("cogvideox")
@@ -316,7 +319,8 @@ def cogvideox() -> dict:
     scheduler = CogVideoXDDIMScheduler.from_config(dict(RELEASED_CONFIG, clip_sample=False))
     half = torch.float16
     return {
-        "dit": {**_saved(dit, half, "transformer/diffusion_pytorch_model.safetensors"),
+        "dit": {**_saved(dit, half, "transformer/diffusion_pytorch_model.safetensors",
+                         ["cogvideox", "dit", "diffusers"]),
                 "release_files": {
                     "model_index.json": {
                         "_class_name": "CogVideoXPipeline",
@@ -331,8 +335,10 @@ def cogvideox() -> dict:
                         "_diffusers_version": diffusers.__version__,
                         **{k: v for k, v in scheduler.config.items()
                            if not k.startswith("_")}}}},
-        "vae": _saved(vae, half, "vae/diffusion_pytorch_model.safetensors"),
-        "text_encoder": _saved(t5, half, "text_encoder/model.safetensors"),
+        "vae": _saved(vae, half, "vae/diffusion_pytorch_model.safetensors",
+                      ["cogvideox", "vae", "diffusers"]),
+        "text_encoder": _saved(t5, half, "text_encoder/model.safetensors",
+                               ["t5", "encoder", "transformers"]),
     }
 
 
@@ -366,7 +372,8 @@ def cosmos2_5() -> dict:
                                         sigma_min=0.01)
     version = diffusers.__version__
     return {
-        "dit": {**_saved(dit, torch.bfloat16, "transformer/diffusion_pytorch_model.safetensors"),
+        "dit": {**_saved(dit, torch.bfloat16, "transformer/diffusion_pytorch_model.safetensors",
+                         ["cosmos2_5", "dit", "diffusers"]),
                 "release_files": {
                     "model_index.json": {
                         "_class_name": "Cosmos2_5_PredictBasePipeline",
@@ -381,8 +388,10 @@ def cosmos2_5() -> dict:
                         "_class_name": "UniPCMultistepScheduler", "_diffusers_version": version,
                         **{k: v for k, v in scheduler.config.items()
                            if not k.startswith("_")}}}},
-        "vae": _saved(vae, torch.float32, "vae/diffusion_pytorch_model.safetensors"),
-        "text_encoder": _saved(text, torch.bfloat16, "text_encoder/model.safetensors"),
+        "vae": _saved(vae, torch.float32, "vae/diffusion_pytorch_model.safetensors",
+                      ["wan2_1", "vae", "diffusers"]),
+        "text_encoder": _saved(text, torch.bfloat16, "text_encoder/model.safetensors",
+                               ["reason1", "text_encoder", "transformers"]),
     }
 
 
@@ -432,11 +441,15 @@ def hunyuan_video() -> dict:
     return {
         "dit": {"file": "hunyuan-video-t2v-720p/transformers/mp_rank_00_model_states.pt",
                 "dtype": "bfloat16", "wrapper": "module",
+                "spec": ["hunyuan_video", "dit", "original"],
                 "config": dataclasses.asdict(dit_cfg), "tensors": dit_tensors},
         "vae": {"file": "hunyuan-video-t2v-720p/vae/pytorch_model.pt", "dtype": "float32",
-                "config": vae_config, "tensors": _state_layout(vae)},
-        "text_encoder": _saved(llama, torch.float16, "text_encoder/model.safetensors"),
-        "text_encoder_2": _saved(clip, torch.float32, "text_encoder_2/model.safetensors"),
+                "config": vae_config, "spec": ["hunyuan_video", "vae", "original"],
+                "tensors": _state_layout(vae)},
+        "text_encoder": _saved(llama, torch.float16, "text_encoder/model.safetensors",
+                               ["llama", "text_encoder", "transformers"]),
+        "text_encoder_2": _saved(clip, torch.float32, "text_encoder_2/model.safetensors",
+                                 ["clip", "text_encoder", "transformers"]),
     }
 
 
