@@ -456,3 +456,20 @@ def test_command_line_mistakes_are_one_paragraph(capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: vidax generate: ") and "usage:" not in err
     assert cli.main(["--help"]) == 0
+
+
+@pytest.mark.parametrize("argv,hint", [
+    (["convert", "wan21", "--component", "dit"], "did you mean 'wan2_1'?"),
+    (["verify", "wan2_1", "--component", "dit", "--variant", "t2v-1.3B"],
+     "did you mean 't2v-1.3b'?"),
+    (["verify", "wan2_1", "--component", "dit", "--variant", "t2v-1.3b", "--layout",
+      "difusers"], "did you mean 'diffusers'?"),
+])
+def test_misspelt_names_in_verify_and_convert(tmp_path, capsys, argv, hint):
+    path = tmp_path / "x.safetensors"
+    safetensors.numpy.save_file({"a": np.zeros(2, np.float32)}, path)
+    extra = ["--out", str(tmp_path / "out")] if argv[0] == "convert" else []
+    assert cli.main([*argv, "--checkpoint", str(path), *extra]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert err.startswith("error: ") and hint in err, err
+    assert not (tmp_path / "out").exists()
