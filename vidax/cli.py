@@ -64,16 +64,17 @@ def _models_table(con) -> None:
 
     from vidax import registry
 
+    # overflow="fold": in a terminal narrower than the table, cells wrap; none is cut
     table = Table(title="vidax models")
     for col in ("model_type", "component", "layout", "variants", "mapper", "files"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for s in registry.specs():
         table.add_row(s.model_type, s.component, s.layout, ", ".join([*s.variants, "tiny"]),
                       s.mapper.split(":")[0], ", ".join(s.files))
     con.print(table)
     al = Table(title="aliases: the same architecture released under another name")
     for col in ("family", "variant", "component", "layout", "implemented by"):
-        al.add_column(col)
+        al.add_column(col, overflow="fold")
     for (fam, var, comp, lay), a in registry.aliases().items():
         al.add_row(fam, var, comp, lay, f"{a.model_type} {a.variant} {a.component} ({a.layout})")
     con.print(al)
