@@ -12,6 +12,12 @@ components under prefixes (LTX single files: ``model.diffusion_model.``, ``vae.`
 and each component is identified on its own. A path, when given, adds evidence from the folder
 (folder and file names named in a release, a ``config.json`` beside the file) that reorders and
 marks likely matches without ever hiding one.
+
+The tiny releases ``vidax demo`` writes (their layouts in ``vidax/data/tiny/``) are known to
+``identify`` too, as variant ``demo`` of the family that implements each component (``demo-<name>``
+where the component is another family's, e.g. LTX-Video's T5: ``t5/demo-ltx_video__encoder``):
+a demo file is recognised, and ``vidax verify`` / ``convert`` / ``vidax.load`` without a
+variant find its config (``vidax.demo.layouts``; the registry builds variant ``demo`` from it).
 """
 
 from __future__ import annotations
@@ -254,16 +260,23 @@ class _Index:
     prefixes: tuple[str, ...]  # known component prefixes, longest first
 
 
+def _known() -> tuple[Manifest, ...]:
+    """The packaged manifests and the demo's (``vidax.demo.layouts.demo_manifests``)."""
+    from vidax.demo.layouts import demo_manifests
+
+    return (*_packaged(), *demo_manifests())
+
+
 @functools.cache
 def _index() -> _Index:
     entries, by_keys = [], defaultdict(list)
-    for m in _packaged():
+    for m in _known():
         cut = len(m.prefix or "")
         specs = {k[cut:]: s for k, s in m.tensors.items()}
         entry = _Entry(m, specs, frozenset(specs))
         entries.append(entry)
         by_keys[entry.keys].append(entry)
-    prefixes = sorted({m.prefix for m in _packaged() if m.prefix}, key=lambda p: (-len(p), p))
+    prefixes = sorted({m.prefix for m in _known() if m.prefix}, key=lambda p: (-len(p), p))
     return _Index(tuple(entries), {k: tuple(v) for k, v in by_keys.items()}, tuple(prefixes))
 
 
