@@ -29,13 +29,14 @@ COMPONENTS = (("dit", "transformer/diffusion_pytorch_model.safetensors"),
 #: Components registered under another model type: (model type, component, file).
 ENCODERS = (("t5", "encoder", "text_encoder/model.safetensors"),)
 
-#: The SentencePiece model's words (each one piece, ``▁`` + word) and the letters every
-#: other lower-case word falls back to; T5's control / unknown pieces come first.
+#: The SentencePiece model's words (each one piece, ``▁`` + word) and the letters (and two
+#: punctuation marks) every other lower-case word falls back to; T5's control / unknown
+#: pieces come first.
 WORDS = ("a an the cat dog fox bird horse walks runs flies swims along across over through "
          "quiet busy beach field forest river city street sky at sunrise sunset night "
          "morning waves roll in slowly quickly camera pans zooms close up wide shot light "
          "golden snowy green").split()
-LETTERS = tuple("abcdefghijklmnopqrstuvwxyz")
+LETTERS = tuple("abcdefghijklmnopqrstuvwxyz,.")
 #: T5's tokenizer: ``<pad>`` 0, ``</s>`` 1, ``<unk>`` 2 (control, control, unknown) and, after
 #: the pieces, ``EXTRA_IDS`` sentinels ``<extra_id_N>`` (the release: 100).
 EXTRA_IDS = 10

@@ -45,20 +45,20 @@ ROLES = {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}
 #: the messages bring none, each turn ``<|im_start|>role\\n...<|im_end|>\\n``, text parts of a
 #: content list joined, an image or video part as its vision tokens.
 CHAT_TEMPLATE = (
-    "{%- for m in messages -%}"
-    "{%- if loop.first and m['role'] != 'system' -%}"
+    "{% for m in messages %}"
+    "{% if loop.first and m['role'] != 'system' %}"
     "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
-    "{%- endif -%}"
+    "{% endif %}"
     "<|im_start|>{{ m['role'] }}\n"
-    "{%- if m['content'] is string -%}{{ m['content'] }}"
-    "{%- else -%}{%- for c in m['content'] -%}"
-    "{%- if c['type'] == 'text' -%}{{ c['text'] }}"
-    "{%- elif c['type'] == 'image' -%}<|vision_start|><|image_pad|><|vision_end|>"
-    "{%- elif c['type'] == 'video' -%}<|vision_start|><|video_pad|><|vision_end|>"
-    "{%- endif -%}{%- endfor -%}{%- endif -%}"
+    "{% if m['content'] is string %}{{ m['content'] }}"
+    "{% else %}{% for c in m['content'] %}"
+    "{% if c['type'] == 'text' %}{{ c['text'] }}"
+    "{% elif c['type'] == 'image' %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif c['type'] == 'video' %}<|vision_start|><|video_pad|><|vision_end|>"
+    "{% endif %}{% endfor %}{% endif %}"
     "<|im_end|>\n"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}<|im_start|>assistant\n{%- endif -%}")
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
 
 def _words() -> list[str]:

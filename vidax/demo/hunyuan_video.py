@@ -50,12 +50,12 @@ LLAMA_ROLES = {"bos_token": "<|begin_of_text|>", "eos_token": "<|end_of_text|>",
 #: A Llama-3 chat template (written for this demo): each turn a header, two newlines, the
 #: stripped content and ``<|eot_id|>``, after the BOS.
 LLAMA_CHAT_TEMPLATE = (
-    "{{- bos_token -}}"
-    "{%- for m in messages -%}"
+    "{{ bos_token }}"
+    "{% for m in messages %}"
     "<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n{{ m['content'] | trim }}<|eot_id|>"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}<|start_header_id|>assistant<|end_header_id|>\n\n"
-    "{%- endif -%}")
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n"
+    "{% endif %}")
 #: CLIP's tokens: start and end of text (which is also its unknown and padding token), after
 #: the vocabulary.
 CLIP_ROLES = {"bos_token": "<|startoftext|>", "eos_token": "<|endoftext|>",
@@ -87,8 +87,10 @@ def write(folder: Path) -> None:
     clip = common.word_tokenizer(
         folder / "text_encoder_2", CLIP_WORDS, CLIP_ROLES, specials_first=False,
         prepend=("<|startoftext|>",), append=("<|endoftext|>",),
-        config={"model_max_length": 77, "tokenizer_class": "CLIPTokenizer",
-                "do_lower_case": True, "errors": "replace"})
+        # not "CLIPTokenizer": transformers would rebuild CLIP's BPE instead of reading this
+        # word-level tokenizer.json
+        config={"model_max_length": 77, "tokenizer_class": "PreTrainedTokenizerFast",
+                "do_lower_case": True})
     configs["text_encoder_2"]["text_config"].update(
         {f"{role[:-6]}_token_id": clip.token_to_id(token) for role, token in CLIP_ROLES.items()
          if role != "unk_token"})
