@@ -336,3 +336,40 @@ def test_progress_into_a_log_prints_steps_and_chunks():
             advance(total=30)
     assert console.file.getvalue().splitlines()[0].startswith("loading dit: done in ")
     assert len(console.file.getvalue().splitlines()) == 1
+
+
+def test_another_familys_release_is_named(tmp_path):
+    """A folder holding what only one family's releases hold is named as that family's,
+    with the command to run (before: Wan2.2 on a Wan2.1 folder spoke of A14B experts)."""
+    import json
+
+    def folder(name, *files, config=None):
+        f = tmp_path / name
+        for rel in files:
+            (f / rel).parent.mkdir(parents=True, exist_ok=True)
+            (f / rel).write_bytes(b"")
+        if config:
+            (f / "transformer").mkdir(parents=True, exist_ok=True)
+            (f / "transformer" / "config.json").write_text(json.dumps({"_class_name": config}))
+        return f
+
+    cases = {"Wan2.1": folder("w21", "Wan2.1_VAE.pth", "config.json"),
+             "Wan2.2": folder("w22", "Wan2.1_VAE.pth", "high_noise_model/config.json"),
+             "CogVideoX": folder("cog", config="CogVideoXTransformer3DModel"),
+             "Cosmos-Predict2.5": folder("cosmos", config="CosmosTransformer3DModel"),
+             "HunyuanVideo": folder("hy", "hunyuan-video-t2v-720p/vae/pytorch_model.pt"),
+             "LTX-Video": folder("ltx", "ltxv-2b-0.9.8-distilled.safetensors")}
+    for name, f in cases.items():
+        assert base.recognise(f) == [name]
+        assert base.open_folder(f, name, ("a",), None) == f
+    with pytest.raises(VidaxError) as e:
+        base.open_folder(cases["Wan2.1"], "Wan2.2", ("a",), None)
+    assert str(e.value) == (f"{cases['Wan2.1']} is a Wan2.1 release, not a Wan2.2 one: run "
+                            f"vidax generate wan2_1 --checkpoint-dir {cases['Wan2.1']} (in "
+                            "Python: vidax.pipeline('wan2_1', ...)). Nothing was loaded.")
+    with pytest.raises(VidaxError, match="is a Wan2.2 release, not a Wan2.1 one: run vidax "
+                                         "generate wan2_2"):
+        base.open_folder(cases["Wan2.2"], "Wan2.1", ("a",), None)
+    with pytest.raises(VidaxError, match="is a LTX-Video release, not a CogVideoX one"):
+        base.open_folder(cases["LTX-Video"], "CogVideoX", ("a",), None)
+    assert base.recognise(folder("empty", "notes.txt")) == []

@@ -720,3 +720,10 @@ def test_the_python_api_checks_activations_before_sampling(t2v, monkeypatch):
         pipe(PROMPT, frames=FRAMES, size=SIZE, steps=1)
     frames = pipe(PROMPT, frames=FRAMES, size=SIZE, steps=1, memory_check=False)
     assert frames.shape == (FRAMES, SIZE[1], SIZE[0], 3)
+
+
+def test_wan2_2_on_a_wan2_1_folder_says_it_is_wan2_1(t2v, tmp_path, capsys):
+    rc = cli.main(["generate", "wan2_2", "--checkpoint-dir", str(t2v.release.folder),
+                   "--prompt", PROMPT, "--out", str(tmp_path / "a.mp4")])
+    _assert_refused(rc, capsys, tmp_path, f"{t2v.release.folder} is a Wan2.1 release, not a "
+                    "Wan2.2 one: run vidax generate wan2_1 --checkpoint-dir")

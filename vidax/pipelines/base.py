@@ -84,6 +84,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import json
 import math
 import os
 import time
@@ -337,14 +338,51 @@ class Needed:
     role: str
 
 
+def _class_name(path: Path) -> str:
+    """A diffusers ``config.json``'s ``_class_name`` ("" where there is none)."""
+    try:
+        return str(json.loads(path.read_text(encoding="utf-8")).get("_class_name", ""))
+    except (OSError, ValueError, AttributeError):
+        return ""
+
+
+#: The family name in messages -> (model_type, whether a folder is that family's release,
+#: by what only its releases hold: file and folder names, a diffusers ``_class_name``).
+RELEASES = {
+    "Wan2.1": ("wan2_1", lambda f: (f / "Wan2.1_VAE.pth").is_file() and not any(
+        (f / d).exists() for d in ("high_noise_model", "low_noise_model", "Wan2.2_VAE.pth"))),
+    "Wan2.2": ("wan2_2", lambda f: any((f / d).exists() for d in (
+        "high_noise_model", "low_noise_model", "Wan2.2_VAE.pth"))),
+    "Cosmos-Predict2.5": ("cosmos2_5", lambda f: any(f.glob("base/*/*_ema_bf16.pt"))
+                          or "Cosmos" in _class_name(f / "transformer" / "config.json")),
+    "CogVideoX": ("cogvideox",
+                  lambda f: "CogVideoX" in _class_name(f / "transformer" / "config.json")),
+    "HunyuanVideo": ("hunyuan_video", lambda f: (f / "hunyuan-video-t2v-720p").is_dir()),
+    "LTX-Video": ("ltx_video", lambda f: any(f.glob("ltxv-*.safetensors"))),
+}
+
+
+def recognise(folder: Path) -> list[str]:
+    """The families (names as :data:`RELEASES` spells them) whose release ``folder`` looks
+    like, from its file names alone (no weight, at most a ``config.json`` read)."""
+    return [name for name, (_, looks) in RELEASES.items() if looks(Path(folder))]
+
+
 def open_folder(folder, family: str, variants, variant: str | None,
                 hint: str = "as the authors publish it") -> Path:
-    """The release folder, checked to exist, and ``variant`` checked to be one of
-    ``variants`` or ``"tiny"`` (None: to be identified)."""
+    """The release folder, checked to exist and not to be another family's release
+    (:func:`recognise`), and ``variant`` checked to be one of ``variants`` or ``"tiny"``
+    (None: to be identified)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise VidaxError(f"{folder}: no such folder (expected a {family} release folder, "
                          f"{hint})")
+    others = recognise(folder)
+    if others and family in RELEASES and family not in others:
+        model_type = RELEASES[others[0]][0]
+        raise VidaxError(f"{folder} is a {others[0]} release, not a {family} one: run "
+                         f"vidax generate {model_type} --checkpoint-dir {folder} (in Python: "
+                         f"vidax.pipeline({model_type!r}, ...)). Nothing was loaded.")
     if variant is not None and variant not in (*variants, "tiny"):
         raise VidaxError(f"unknown {family} variant {variant!r}; known: {', '.join(variants)} "
                          "(and 'tiny')")

@@ -31,9 +31,11 @@ import math
 import os
 from dataclasses import dataclass, field
 
-#: Feature maps of the widest decoder stage alive at once during a chunk's decode (the
-#: block's input, its norm and activation, the conv's output), float32.
-VAE_FEATURE_COPIES = 4
+#: Feature maps of the widest decoder stage alive at once during a chunk's decode, float32:
+#: the block's input, its norm and activation, the conv's output (4), doubled for the CPU
+#: convolutions' workspace and the causal caches -- calibrated on the measured growth of
+#: peak RSS (``benchmarks/memory_estimate.py``: 4 copies gave 0.65-0.75 of it).
+VAE_FEATURE_COPIES = 8
 #: Float32 tensors of ``[B, L, D]`` one DiT block keeps alive (residual, modulated input, q,
 #: k, v, attention output, its projection, the gated update).
 DIT_WIDTH_COPIES = 8
