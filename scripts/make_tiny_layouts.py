@@ -68,6 +68,11 @@ def main() -> int:
             if not check:
                 OUT.mkdir(parents=True, exist_ok=True)
                 path.write_text(text)
+    orphans = [] if names != list(LAYOUTS) else sorted(
+        str(p) for p in OUT.glob("*.json") if p.stem not in LAYOUTS)
+    if orphans:   # a layout nothing regenerates (its builder removed or renamed)
+        print("tiny layouts without a builder in LAYOUTS: " + ", ".join(orphans))
+        return 1
     if check and stale:
         print("stale tiny layouts: " + ", ".join(map(str, stale)))
         return 1

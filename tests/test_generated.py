@@ -27,6 +27,24 @@ def test_tiny_layouts_are_the_authors():
     _check("make_tiny_layouts.py")
 
 
+def test_every_demo_has_a_tiny_layout_builder():
+    """The staleness check above regenerates every layout in vidax/data/tiny/: each file has
+    a builder in make_tiny_layouts.LAYOUTS, each demo family its layout (importing the script
+    costs nothing: the builders import torch when they run)."""
+    import importlib.util
+
+    from vidax import demo
+
+    spec = importlib.util.spec_from_file_location("make_tiny_layouts",
+                                                  ROOT / "scripts" / "make_tiny_layouts.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    recorded = {p.stem for p in (ROOT / "vidax" / "data" / "tiny").glob("*.json")}
+    assert recorded == set(script.LAYOUTS)
+    present = {m for m, module in demo.DEMOS.items() if importlib.util.find_spec(module)}
+    assert present <= recorded
+
+
 @pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/manifests is not beside the repo")
 def test_packaged_manifests_are_current():
     _check("sync_manifests.py")
