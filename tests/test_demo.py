@@ -102,10 +102,10 @@ def test_ltx_demo_file_carries_the_authors_configs(tmp_path):
 
 
 def _verify_argv(model_type, component, path, *extra):
-    """`vidax verify` of a demo component under the registered model that implements it
-    (Wan2.2's UMT5 is wan2_1's text_encoder, LTX-Video's T5 is t5's encoder)."""
-    target, comp, _ = layouts.demo_spec(model_type, component)
-    return ["verify", target, "--component", comp, "--checkpoint", str(path), *extra]
+    """`vidax verify` of a demo component, as the demo prints it: under the registered model
+    that implements it (Wan2.2's UMT5 is wan2_1's text_encoder, LTX-Video's T5 is t5's
+    encoder)."""
+    return [*demo.verify_argv(model_type, component, path.name, path.parent), *extra]
 
 
 @pytest.mark.parametrize("model_type", PRESENT)

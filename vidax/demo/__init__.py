@@ -93,7 +93,17 @@ def run(model_type: str = "wan2_1", *, out: str | None = None, cache_dir: str | 
         raise VidaxError(f"the demo's vidax generate run failed (exit {rc}); see above")
     con.print(f"[bold]done[/]: {video} -- random weights, so the frames are coloured noise; "
               f"the same command on a real {mod.TITLE} release folder makes a real video. "
-              f"Each file above passes vidax verify, e.g. "
-              f"vidax verify {model_type} --component {mod.COMPONENTS[0][0]} --checkpoint "
-              f"{shlex.quote(str(folder / mod.COMPONENTS[0][1]))}", soft_wrap=True)
+              "Each weights file above passes vidax verify and vidax convert, e.g. "
+              + shlex.join(["vidax", *verify_argv(model_type, *mod.COMPONENTS[0], folder)]),
+              soft_wrap=True)
     return video
+
+
+def verify_argv(model_type: str, component: str, file: str, folder: Path) -> list[str]:
+    """The ``vidax verify`` arguments of a demo's component file, under the registered model
+    that implements it (Wan2.2's UMT5 is ``wan2_1`` ``text_encoder``, LTX-Video's T5 is
+    ``t5`` ``encoder``)."""
+    from vidax.demo.layouts import demo_spec
+
+    target, comp, _ = demo_spec(model_type, component) or (model_type, component, None)
+    return ["verify", target, "--component", comp, "--checkpoint", str(Path(folder) / file)]
