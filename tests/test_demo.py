@@ -192,6 +192,17 @@ def test_demo_options_determine_the_video():
             assert option in options, (model_type, option)
 
 
+def test_unwritable_cache_folder_is_a_user_error(tmp_path, capsys):
+    """A --cache-dir that cannot hold the release is one error line, exit 1 (not an internal
+    error), and nothing is written."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("mine")
+    assert cli.main(["demo", "wan2_1", "--cache-dir", str(blocker)]) == 1
+    err = capsys.readouterr().err
+    assert "cannot write the tiny release" in err and str(blocker) in err.replace("\n", "")
+    assert "internal error" not in err and blocker.read_text() == "mine"
+
+
 def test_unknown_demo_suggests_the_model_type():
     with pytest.raises(VidaxError, match="did you mean 'wan2_1'"):
         demo.family("wan2.1")

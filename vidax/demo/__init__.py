@@ -77,7 +77,11 @@ def run(model_type: str = "wan2_1", *, out: str | None = None, cache_dir: str | 
     mod = family(model_type)
     con = console or Console(highlight=False)
     folder = Path(cache_dir or default_cache_dir()) / mod.FOLDER
-    mod.write(folder)
+    try:
+        mod.write(folder)
+    except OSError as e:   # each file is written atomically: nothing is left half-written
+        raise VidaxError(f"vidax demo: cannot write the tiny release to {folder} "
+                         f"({e.strerror or e}); pass --cache-dir with a writable folder") from e
     files = sorted(p.relative_to(folder) for p in folder.rglob("*")
                    if p.is_file() and p.suffix != ".mp4")
     con.print(f"[bold]vidax demo[/]: wrote a tiny {mod.TITLE} release in the authors' "
