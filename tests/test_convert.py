@@ -9,6 +9,8 @@ import fcntl
 import hashlib
 import json
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -19,7 +21,7 @@ from flax import nnx
 import vidax
 from tests.sharding.common import small_config, write_authors_dit
 from vidax import cli, convert, loading, sharding
-from vidax.errors import VidaxError
+from vidax.errors import NonFiniteWeightsError, VidaxError
 from vidax.models.wan2_1.dit import WanDiTConfig
 from vidax.translator.io import converted, open_checkpoint
 from vidax.translator.mapping import Target
@@ -118,6 +120,30 @@ def test_a_converted_folder_is_checked(authors_file, tmp_path):
 
 def _never(*args, **kwargs):
     raise AssertionError("no checkpoint may be opened before --out and --dtype are checked")
+
+
+def test_non_finite_weights_are_refused_while_writing(authors_file, tmp_path):
+    import safetensors.numpy
+
+    cfg, path = authors_file
+    tensors = safetensors.numpy.load_file(path)
+    key = "blocks.1.ffn.0.weight"
+    nan = dict(tensors)
+    nan[key] = tensors[key].copy()
+    nan[key][3, :5] = np.nan
+    safetensors.numpy.save_file(nan, tmp_path / "nan.safetensors")
+    with pytest.raises(NonFiniteWeightsError, match=rf"nan.safetensors: .*hold NaN or Inf "
+                                                    rf"values.*{key} \(5 of 8,192 values\)"):
+        convert.convert("wan2_1", "dit", tmp_path / "nan.safetensors", tmp_path / "out",
+                        config=cfg)
+    # finite as stored, Inf after the cast: said so
+    big = dict(tensors)
+    big[key] = tensors[key] * 1e6
+    safetensors.numpy.save_file(big, tmp_path / "big.safetensors")
+    with pytest.raises(NonFiniteWeightsError, match="after the cast to float16"):
+        convert.convert("wan2_1", "dit", tmp_path / "big.safetensors", tmp_path / "out",
+                        config=cfg, dtype="fp16")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.safetensors", "nan.safetensors"]
 
 
 def _tree(path: Path) -> dict[str, str]:
@@ -448,3 +474,185 @@ def test_an_interrupted_convert_leaves_nothing_that_looks_complete(authors_file,
                                          "replaced"):
         convert.convert("wan2_1", "dit", path, out, config=cfg)
     assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------------ kill -9
+#: Run in a subprocess (JSON argument): imports vidax (no JAX backend yet, one thread), then
+#: forks one child per run, so each run costs the convert and not the imports. A child is
+#: killed with SIGKILL either by itself, just before its N-th change to the disk
+#: (``kill_at``: every step of a convert in turn), or by this process ``delay`` seconds after
+#: it starts converting; the next child converts again, unkilled. Prints one JSON line per run.
+_KILLER = r"""
+import hashlib, json, os, shutil, signal, sys, time
+from pathlib import Path
+args = json.loads(sys.argv[1])
+from vidax import convert, loading  # noqa: F401  (imported before fork: no backend yet)
+from vidax.models.wan2_1.config import WanDiTConfig
+from vidax.translator.io import converted
+cfg = WanDiTConfig.from_dict(args["config"])
+base = Path(args["base"]); ckpt, ref, work = base / "ckpt.safetensors", base / "ref", base / "work"
+out = work / "out"
+
+def run(target, kill_at=None, signal_start=None):
+    pid = os.fork()
+    if pid:
+        return pid
+    try:
+        if kill_at is not None:
+            count = [0]
+            def step(fn, flagged=lambda *a: True):
+                def wrapped(*a, **k):
+                    if str(a[0]).startswith(str(work)) and flagged(*a):
+                        count[0] += 1
+                        if count[0] == kill_at:
+                            os.kill(os.getpid(), signal.SIGKILL)
+                    return fn(*a, **k)
+                return wrapped
+            for name in ("mkdir", "rename", "unlink", "rmdir"):
+                setattr(os, name, step(getattr(os, name)))
+            os.open = step(os.open, lambda p, flags, *a: flags & os.O_CREAT)
+            convert.open = step(open)
+        if signal_start is not None and not kill_at:
+            os.write(signal_start, b"s")
+        convert.convert("wan2_1", "dit", ckpt, target, config=cfg, overwrite=True)
+        if kill_at == 0:                   # counted the steps
+            os.write(signal_start, f"steps {count[0]}".encode())
+        os._exit(0)
+    except BaseException as e:
+        print(json.dumps({"child_error": repr(e)}), flush=True)
+        os._exit(3)
+
+def wait(pid):
+    status = os.waitpid(pid, 0)[1]
+    return "killed" if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+def sha(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+
+def look():
+    complete = converted.is_converted(out)
+    return {"names": sorted(os.listdir(work)), "complete": complete,
+            "files": sorted(os.listdir(out)) if out.is_dir() else None,
+            "same": complete and all(sha(out / n) == sha(ref / n)
+                                     for n in (converted.WEIGHTS, converted.MARKER))}
+
+def setup(i):
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    if i % 2:              # over an old complete folder, beside a half-written partial one
+        shutil.copytree(ref, out)
+        (work / ".out.partial-0badc0de").mkdir()
+        (work / ".out.partial-0badc0de" / converted.WEIGHTS).write_bytes(b"half")
+    else:                  # a fresh --out, beside an old folder a killed overwrite moved aside
+        shutil.copytree(ref, work / ".out.old-0123abcd")
+
+start = time.perf_counter()
+assert wait(run(ref)) == 0
+took = time.perf_counter() - start
+plans = []
+for i in (0, 1) if args["every_step"] else ():
+    setup(i)
+    r, w = os.pipe()
+    assert wait(run(out, kill_at=0, signal_start=w)) == 0
+    steps = int(os.read(r, 64).decode().split()[-1])
+    os.close(r); os.close(w)
+    print(json.dumps({"setup": i, "steps": steps}), flush=True)
+    plans += [(i, "kill_at", n) for n in range(1, steps + 1)]
+plans += [(i, "delay", d * took) for i, d in enumerate(args["delays"])]
+for i, how, when in plans:
+    setup(i)
+    if how == "kill_at":
+        ended = wait(run(out, kill_at=when))
+    else:
+        r, w = os.pipe()
+        pid = run(out, signal_start=w)
+        os.read(r, 1)
+        time.sleep(when)
+        os.kill(pid, signal.SIGKILL)
+        ended = wait(pid)
+        os.close(r); os.close(w)
+    after = look()
+    again = wait(run(out))
+    print(json.dumps({"how": how, "when": when, "took": took, "ended": ended, "after": after,
+                      "again": again, "then": look()}), flush=True)
+"""
+
+
+def _kill_runs(tmp_path: Path, cfg: WanDiTConfig, ckpt: Path, *, every_step=False,
+               delays=()):
+    import dataclasses
+
+    if ckpt != tmp_path / "ckpt.safetensors":
+        shutil.copyfile(ckpt, tmp_path / "ckpt.safetensors")
+    args = {"base": str(tmp_path), "config": dataclasses.asdict(cfg),
+            "every_step": every_step, "delays": list(delays)}
+    proc = subprocess.run([sys.executable, "-c", _KILLER, json.dumps(args)], cwd=Path.cwd(),
+                          capture_output=True, text=True, timeout=600,
+                          env=os.environ | {"PYTHONPATH": str(Path(__file__).parent.parent)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert not [r for r in lines if "child_error" in r], lines
+    return [r for r in lines if "how" in r], {r["setup"]: r["steps"] for r in lines
+                                              if "steps" in r}
+
+
+def _check_kill_runs(runs):
+    vidax_files = {converted.WEIGHTS, converted.MARKER, converted.LOCK}
+    for r in runs:
+        after, then = r["after"], r["then"]
+        # killed at any moment: the folder under the final name is absent or complete, with
+        # exactly the reference bytes (the old folder, or the new one)
+        assert after["files"] is None or (after["complete"] and after["same"]
+                                          and set(after["files"]) <= vidax_files), r
+        # the next run succeeds and cleans up every leftover
+        assert r["again"] == 0, r
+        assert then == {"names": ["out"], "complete": True, "same": True,
+                        "files": sorted([converted.MARKER, converted.WEIGHTS])}, r
+
+
+@pytest.mark.slow
+def test_kill_9_at_every_step_of_a_convert(authors_file, tmp_path):
+    cfg, path = authors_file
+    runs, steps = _kill_runs(tmp_path, cfg, path, every_step=True)
+    # every change a convert makes to the disk, in turn, in two setups: over an old folder
+    # beside a stale partial one (clean-up, write, move aside, install, remove), and a fresh
+    # --out beside a stale old one
+    assert steps[0] >= 8 and steps[1] >= 14, steps
+    assert len(runs) == steps[0] + steps[1] and {r["ended"] for r in runs} == {"killed"}
+    assert {r["after"]["complete"] for r in runs} == {True, False}
+    _check_kill_runs(runs)
+    got = _arrays(vidax.load("wan2_1", "dit", tmp_path / "work" / "out"))
+    want = _arrays(vidax.load("wan2_1", "dit", path, config=cfg))
+    assert all(np.array_equal(got[k], want[k]) for k in want)
+
+
+def _big_authors_dit(cfg: WanDiTConfig, path: Path) -> Path:
+    """An authors'-layout file of ``cfg`` with uniform random weights, written without
+    building the model (its names and shapes from one on PyTorch's meta device)."""
+    import dataclasses
+
+    import safetensors.numpy
+    import torch
+
+    from tests.reference import wan22
+
+    with torch.device("meta"):
+        model = wan22.model_module().WanModel(**dataclasses.asdict(cfg))
+    rng = np.random.default_rng(0)
+    safetensors.numpy.save_file({k: rng.random(tuple(v.shape), dtype=np.float32) - 0.5
+                                 for k, v in model.state_dict().items()}, path)
+    return path
+
+
+@pytest.mark.slow
+def test_kill_9_at_random_moments_of_a_big_convert(tmp_path):
+    import dataclasses
+
+    # ~180 MB: a convert of a second or two, so a kill lands while the weights are written
+    cfg = dataclasses.replace(WanDiTConfig.tiny(), dim=512, ffn_dim=2048, num_heads=8,
+                              text_dim=64, num_layers=10)
+    ckpt = _big_authors_dit(cfg, tmp_path / "ckpt.safetensors")
+    delays = np.random.default_rng(11).uniform(0.0, 1.0, 5)       # fractions of a convert
+    runs, _ = _kill_runs(tmp_path, cfg, ckpt, delays=delays.tolist())
+    assert len(runs) == 5 and runs[0]["took"] > 0
+    _check_kill_runs(runs)

@@ -129,7 +129,8 @@ def convert(model_type: str, component: str, checkpoint, out, *, variant: str | 
                     "source": [_fingerprint(f) for f in ckpt.files],
                     "verification": report.headline(),
                 }
-                _write_safetensors(tmp / WEIGHTS, targets, view, cast, progress)
+                _write_safetensors(tmp / WEIGHTS, targets, view, cast, progress,
+                                   source=str(checkpoint))
             _write_synced(tmp / MARKER, json.dumps(info, indent=1).encode())
             _os(tmp, _fsync_dir, tmp)
             _install(tmp, lock, out, overwrite)
@@ -419,9 +420,11 @@ def _release_unlinking(folder: Path, lock: _Lock) -> None:
 
 # ------------------------------------------------------------------------ the file
 def _write_safetensors(path: Path, targets: list[Target], tensors, cast,
-                       progress) -> None:
+                       progress, *, source: str = "the checkpoint") -> None:
     """A safetensors file written one tensor at a time: the header (offsets from the
-    shapes) first, then each parameter materialised, written, and dropped."""
+    shapes) first, then each parameter materialised, checked finite (the load's weight
+    policy, ``vidax.translator.verify``: a NaN or Inf is refused with its stored key named),
+    written, and dropped."""
     header: dict[str, object] = {"__metadata__": dict(METADATA)}
     offset = 0
     dtypes = []
@@ -442,15 +445,28 @@ def _write_safetensors(path: Path, targets: list[Target], tensors, cast,
         _os(path, f.write, struct.pack("<Q", len(blob)))
         _os(path, f.write, blob)
         for i, (t, dt) in enumerate(zip(targets, dtypes), 1):
-            array = converter.contiguous(np.asarray(t.materialize(tensors, dtype=dt)))
-            # (a per-tensor check of the weights, e.g. finiteness, goes here: on ``array``,
-            # the exact bytes about to be written, before they are)
+            with np.errstate(over="ignore", invalid="ignore"):   # told by the check below
+                array = converter.contiguous(np.asarray(t.materialize(tensors, dtype=dt)))
+            _check_finite(array, t, tensors, cast, source)     # the bytes about to be written
             _os(path, f.write, array.reshape(-1).view(np.uint8))
             del array
             if progress is not None:
                 progress(i, len(targets), t.path)
         _os(path, f.flush)
         _os(path, os.fsync, f.fileno())
+
+
+def _check_finite(array: np.ndarray, target: Target, tensors, cast, source: str) -> None:
+    from vidax.translator import verify as _verify
+
+    bad = _verify.count_nonfinite(array)
+    if not bad:
+        return
+    keys = ", ".join(dict.fromkeys(s.key for s in target.sources)) or target.path
+    # made by the cast (an fp16 overflow), or stored so? The stored values tell.
+    made = cast is not None and not _verify.count_nonfinite(target.materialize(tensors))
+    raise _verify.nonfinite_error(source, {keys: (bad, int(array.size))}, total=None,
+                                  cast=cast.name if made else None)
 
 
 def _check_space(path: Path, size: int) -> None:

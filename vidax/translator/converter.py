@@ -127,7 +127,7 @@ def as_dtype(dtype) -> np.dtype:
     # numbers only: not numpy's object, string, datetime or record dtypes (np.dtype(None)
     # would be float64)
     if result is None or result.kind in "OUSMm" or result.fields is not None:
-        dtypes.parse(given)                    # raises, with the accepted names
+        return dtypes.parse(given)             # another spelling, or raises with the list
     return result
 
 
