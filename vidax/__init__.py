@@ -2,16 +2,21 @@
 PyTorch checkpoints.
 
     import vidax
-    cfg = vidax.config("wan2_1", "dit", "t2v-1.3b")
-    dit = vidax.load("wan2_1", "dit", "diffusion_pytorch_model.safetensors", config=cfg)
+    dit = vidax.load("wan2_1", "dit", "Wan2.1-T2V-1.3B/", variant="t2v-1.3b")
+    forward = vidax.compiled(dit)               # one XLA program per input shape
+    report = vidax.verify("wan2_1", "dit", "Wan2.1-T2V-1.3B/", variant="t2v-1.3b")
+    print(report)                               # what matched, what was ignored, and why
 
     pipe = vidax.pipeline("wan2_1", "Wan2.1-T2V-1.3B")      # a release folder
     frames = pipe("a red fox in the snow", frames=81, size=(832, 480), seed=0)
     pipe.write(frames, "fox.mp4")
+
+``config``, ``load``, ``load_with_report``, ``verify`` and ``compiled`` are
+``vidax.loading``'s (docs/loading_weights.md); ``pipeline`` is ``vidax.pipelines``'.
 """
 
 __version__ = "0.1.0"
-__all__ = ["config", "load", "pipeline"]
+__all__ = ["compiled", "config", "load", "load_with_report", "pipeline", "verify"]
 
 
 def __getattr__(name):

@@ -23,6 +23,7 @@ import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -143,13 +144,13 @@ def _verified(model_type: str, component: str, checkpoint, *, variant, config, l
     else:
         ckpt = None
         source = checkpoint
-    if config is None and variant:
+    if config is None and variant and variant != "tiny":
         config = spec.make_config(variant)
     if ckpt is None:
         ckpt = owned = open_checkpoint(checkpoint)
     with owned:
         if config is None:
-            config = _detect_config(spec, ckpt)
+            config = resolve_config(spec, ckpt, variant=variant)
         if converted.is_converted_checkpoint(ckpt):
             plan, view = converted.identity_plan(ckpt), ckpt
             abstract = _verify.abstract_params(spec.model_class(), config)
@@ -196,19 +197,41 @@ def load_with_report(model_type: str, component: str, checkpoint, *,
         # copy slot, so host memory beyond the placed arrays stays within one such copy.
         copy_slot = threading.Lock()
 
-        def place_one(name: str) -> tuple[jax.Array, jax.Array | None]:
+        # Non-finite values are counted on the host, in the placement thread, on the data
+        # about to be placed: the stored tensor (contiguous in the map; its pages are read
+        # once, by the test, and placed from the page cache), or the host copy a cast /
+        # merge / dequantization made, or each device block on a mesh. Once one tensor is
+        # bad, the rest are only counted, not placed.
+        stored_counts: dict[str, int] = {}
+        bad_seen = threading.Event()
+
+        def count_stored(key: str) -> int:
+            if key not in stored_counts:      # split parts share their fused tensor's test
+                stored_counts[key] = _verify.count_nonfinite(_read_whole(view[key]))
+            return stored_counts[key]
+
+        def place_one(name: str) -> tuple[jax.Array | None, _Count]:
             target = plan.targets[name]
-            slot = (copy_slot if target.copies_on_host(view, dtype)
-                    else contextlib.nullcontext())
-            with slot:
-                if shardings is None:
-                    # the Flax-layout view of the map: the transfer's copy transposes
-                    array = jax.device_put(np.asarray(target.materialize(view, dtype=dtype)))
+            copies = target.copies_on_host(view, dtype)
+            with copy_slot if copies else contextlib.nullcontext():
+                if shardings is not None:
+                    array, bad = _place_counted(target, view, shardings[name], dtype)
+                    count = _Count(bad, int(np.prod(target.shape)), False)
                 else:
-                    array = place(target, view, shardings[name], dtype=dtype)
+                    host = target.materialize(view, dtype=dtype)
+                    if copies:
+                        count = _Count(_verify.count_nonfinite(host), int(host.size), False)
+                    else:                     # the stored tensor itself, tested once
+                        keys = dict.fromkeys(s.key for s in target.sources)
+                        count = _Count(sum(count_stored(k) for k in keys),
+                                       sum(int(np.prod(view[k].shape)) for k in keys), True)
+                    if count.bad or bad_seen.is_set():
+                        bad_seen.set()
+                        return None, count
+                    # the Flax-layout view of the map: the transfer's copy transposes
+                    array = jax.device_put(np.asarray(host))
                 array.block_until_ready()   # the host buffer is free once it returns
-            # the finite test runs on the device, asynchronously, while others are placed
-            return array, _verify.count_nonfinite_on_device(array)
+            return array, count
 
         total = len(plan.targets)
         leaves, counts = [], {}
@@ -216,29 +239,44 @@ def load_with_report(model_type: str, component: str, checkpoint, *,
             arrays = pool.map(place_one, names)
             for done, ((path, var), name, (array, count)) in enumerate(
                     zip(flat, names, arrays), 1):
-                leaves.append((path, var.replace(array)))
-                if count is not None:
-                    counts[name] = count
+                leaves.append((path, var.replace(array) if array is not None else None))
+                counts[name] = count
                 if progress is not None:
                     progress(done, total, name)
         _check_finite(counts, plan, view, source, dtype, total)
         return nnx.merge(graphdef, nnx.from_flat_state(leaves)), report
 
 
-def _check_finite(counts: dict[str, jax.Array], plan: Plan, view: Mapping, source: str,
+def _read_whole(ref) -> np.ndarray:
+    """A stored tensor whole, as a view of the map where it can be."""
+    return ref.read_view(()) if hasattr(ref, "read_view") else np.asarray(ref)
+
+
+class _Count(NamedTuple):
+    """A parameter's NaN/Inf test: ``bad`` of ``size`` values, counted on its stored
+    tensor(s) (``stored``: split parts of one fused tensor report the same count) or on what
+    was placed (a host copy, the device blocks: parts add up)."""
+
+    bad: int
+    size: int
+    stored: bool
+
+
+def _check_finite(counts: dict[str, _Count], plan: Plan, view: Mapping, source: str,
                   dtype, total: int) -> None:
-    """Raise ``NonFiniteWeightsError`` if a placed parameter holds NaN/Inf: the device counts
-    come back in one transfer; the error names the stored keys (checkpoint names), and says
-    whether the cast to ``dtype`` made them (the stored data of the bad ones re-checked)."""
-    got = jax.device_get(counts)
-    bad_paths = [name for name, n in got.items() if int(n)]
+    """Raise ``NonFiniteWeightsError`` if a parameter held NaN/Inf: the error names the
+    stored keys (checkpoint names, not Flax paths) with their counts, and says whether the
+    cast to ``dtype`` made them (the stored data of the bad ones re-checked)."""
+    bad_paths = [name for name, c in counts.items() if c.bad]
     if not bad_paths:
         return
     bad: dict[str, tuple[int, int]] = {}
     for name in bad_paths:
-        target = plan.targets[name]
-        key = ", ".join(target.keys)
-        bad[key] = (int(got[name]), int(np.prod(target.shape)))
+        c, key = counts[name], ", ".join(plan.targets[name].keys)
+        if c.stored or key not in bad:
+            bad[key] = (c.bad, c.size)
+        else:
+            bad[key] = (bad[key][0] + c.bad, bad[key][1] + c.size)
     cast = None
     if dtype is not None and not any(
             _verify.count_nonfinite(plan.targets[n].materialize(view)) for n in bad_paths):
@@ -331,9 +369,17 @@ def place(target: Target, tensors: Mapping, sharding: jax.sharding.Sharding, *,
     the block of every device *this process* addresses (and once for a fully replicated
     sharding), and each block is read from the memory map on its own and cast on the host.
     Devices holding the same block (replicas over ``dp``) share one read."""
+    return _place_counted(target, tensors, sharding, dtype)[0]
+
+
+def _place_counted(target: Target, tensors: Mapping, sharding: jax.sharding.Sharding,
+                   dtype) -> tuple[jax.Array, int]:
+    """:func:`place`, also returning the NaN/Inf count of the blocks this process read (the
+    whole parameter's, on one host: distinct blocks partition it)."""
     reader = _BlockReader(target, tensors, dtype)
-    return jax.make_array_from_callback(target.shape, sharding, reader,
-                                        dtype=_out_dtype(target, dtype))
+    array = jax.make_array_from_callback(target.shape, sharding, reader,
+                                         dtype=_out_dtype(target, dtype))
+    return array, reader.nonfinite
 
 
 def _out_dtype(target: Target, dtype) -> np.dtype:
@@ -352,12 +398,14 @@ class _BlockReader:
         self.blocks: dict[tuple, np.ndarray] = {}
         self.whole: np.ndarray | None = None
         self.scale: np.ndarray | None = None
+        self.nonfinite = 0            # NaN/Inf values in the distinct blocks read so far
 
     def __call__(self, index: tuple[slice, ...]) -> np.ndarray:
         bounds = tuple(s.indices(n)[:2] for s, n in zip(index, self.target.shape))
         block = self.blocks.get(bounds)
         if block is None:
             block = self.blocks[bounds] = self._read(bounds)
+            self.nonfinite += _verify.count_nonfinite(block)
         return block
 
     def _read(self, bounds: tuple[tuple[int, int], ...]) -> np.ndarray:
@@ -457,6 +505,28 @@ def _detect_layout(model_type: str, component: str, checkpoint, config) -> str |
     return best if best is not None and scores[best] > 0.5 else None
 
 
+def resolve_config(spec: registry.ComponentSpec, checkpoint, *, variant: str | None = None,
+                   config=None):
+    """The config to verify, load or convert ``checkpoint`` (a path or an open
+    ``Checkpoint``) at: ``config`` as given; else the ``variant``'s (``"tiny"`` on a file
+    ``vidax demo`` wrote is that demo's config, ``vidax.demo.layouts.tiny_config``, else the
+    component's ``tiny()``); else the one the file declares or its tensors identify
+    (:func:`_detect_config`)."""
+    if config is not None:
+        return config
+    if variant == "tiny":
+        from vidax.demo.layouts import tiny_config
+
+        owned = (contextlib.nullcontext(checkpoint) if isinstance(checkpoint, Checkpoint)
+                 else open_checkpoint(checkpoint))
+        with owned as ckpt:
+            found = tiny_config(spec, ckpt)
+        return found if found is not None else spec.make_config("tiny")
+    if variant:
+        return spec.make_config(variant)
+    return _detect_config(spec, checkpoint)
+
+
 def _detect_config(spec: registry.ComponentSpec, checkpoint):
     """The config of a checkpoint (a path or an open ``Checkpoint``): the one its embedded
     metadata declares (where the spec has a ``config_from_metadata`` hook), else the one its
@@ -499,10 +569,19 @@ CONFIG_JSON_LAYOUTS = ("diffusers", "transformers")
 
 def reads_config_json(spec: registry.ComponentSpec) -> bool:
     """Whether a ``config.json`` beside this component's weights is its own: diffusers and
-    transformers layouts, and release layouts that keep the component in a folder of its
-    own (a folder in its file pattern: HunyuanVideo-1.5's ``transformer/480p_t2v/``). Not a
-    release folder shared by several components (Wan's ``config.json`` beside its VAE)."""
-    return spec.layout in CONFIG_JSON_LAYOUTS or any("/" in f for f in spec.files)
+    transformers layouts; weights under ``save_pretrained``'s file names
+    (``diffusion_pytorch_model*``, ``model*.safetensors``: Wan's authors save their DiT
+    with diffusers' ``ModelMixin``, whose ``config.json`` sits beside it); and release
+    layouts that keep the component in a folder of its own (HunyuanVideo-1.5's
+    ``transformer/480p_t2v/``). Not a file of another name in a folder that several
+    components share (the Wan VAE beside its DiT's ``config.json``)."""
+    if spec.layout in CONFIG_JSON_LAYOUTS:
+        return True
+    return any("/" in f or f.startswith(_SAVE_PRETRAINED_NAMES) for f in spec.files)
+
+
+_SAVE_PRETRAINED_NAMES = ("diffusion_pytorch_model", "model.safetensors", "model*.safetensors",
+                          "model-")
 
 
 def config_from_json(spec: registry.ComponentSpec, ckpt: Checkpoint):

@@ -46,6 +46,7 @@ landing on one path is an error.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -237,6 +238,7 @@ def _dtype_name(dtype) -> str:
     return str(dtype) if not isinstance(dtype, str) else dtype
 
 
+@functools.lru_cache(maxsize=64)
 def is_float_data(dtype) -> bool | None:
     """Whether a stored dtype (a name as the files and manifests spell it, or a numpy dtype)
     holds real floating-point numbers: float16/32/64, bfloat16, the float8 kinds. False for

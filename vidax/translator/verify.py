@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import jax
-import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 from flax import nnx
 
@@ -158,21 +158,41 @@ def check(report: Report) -> Report:
 
 
 # ----------------------------------------------------------------------- non-finite weights
-#: Elements per block of :func:`count_nonfinite`'s host pass (its temporary is one bool each).
-_HOST_BLOCK = 1 << 24
+#: Elements per block of :func:`count_nonfinite` (its temporaries are one block each).
+_HOST_BLOCK = 1 << 20
+
+#: IEEE layouts: itemsize -> (unsigned view, exponent mask). A value is NaN or Inf exactly
+#: when its exponent bits are all ones (IEEE 754-2019 §3.4; bfloat16 is float32's top half).
+_EXPONENT = {np.dtype(np.float16): (np.uint16, 0x7C00),
+             np.dtype(ml_dtypes.bfloat16): (np.uint16, 0x7F80),
+             np.dtype(np.float32): (np.uint32, 0x7F800000),
+             np.dtype(np.float64): (np.uint64, 0x7FF0000000000000)}
 
 
 def count_nonfinite(array) -> int:
-    """NaN and Inf values in a host array (0 for integer data), read in blocks of rows so the
-    temporary stays small whatever the layout (a transposed view is not copied)."""
+    """NaN and Inf values in a host array (0 for integer data), in blocks so temporaries stay
+    small, whatever the layout (a strided view is not copied whole). float16/bfloat16/
+    float32/float64 by their exponent bits (about 4 GB/s on one core, faster than numpy's
+    ``isfinite``); other float kinds (float8) by ``isfinite``."""
     array = np.asarray(array)
-    if is_float_data(array.dtype) is not True:
+    if is_float_data(array.dtype) is not True or array.size == 0:
         return 0
     if array.ndim == 0:
         return int(not np.isfinite(array))
+    if array.flags.c_contiguous or array.flags.f_contiguous:
+        array = array.ravel(order="K")                 # a view: memory order, no copy
     rows = max(1, _HOST_BLOCK // max(1, array[0].size))
-    return sum(int(np.count_nonzero(~np.isfinite(array[i:i + rows])))
-               for i in range(0, array.shape[0], rows))
+    bits = _EXPONENT.get(array.dtype)
+    count = 0
+    for i in range(0, array.shape[0], rows):
+        block = array[i:i + rows]
+        if bits is None:
+            count += int(np.count_nonzero(~np.isfinite(block)))
+        else:
+            word, mask = bits
+            exponent = np.bitwise_and(block.view(word), word(mask))
+            count += int(np.count_nonzero(exponent == word(mask)))
+    return count
 
 
 def check_finite(array, key: str, *, source: str) -> None:
@@ -181,21 +201,6 @@ def check_finite(array, key: str, *, source: str) -> None:
     bad = count_nonfinite(array)
     if bad:
         raise nonfinite_error(source, {key: (bad, int(np.size(array)))}, total=None)
-
-
-@jax.jit
-def _nonfinite_on_device(x: jax.Array) -> jax.Array:
-    # one fused elementwise test + reduction, no temporary the size of x
-    return jnp.sum(~jnp.isfinite(x), dtype=jnp.int32)
-
-
-def count_nonfinite_on_device(array: jax.Array) -> jax.Array | None:
-    """The count of NaN/Inf values of a placed (maybe sharded) float array, as a device
-    scalar, dispatched asynchronously (read it with ``jax.device_get`` once for all arrays);
-    None for integer data. Compiled once per shape, dtype and sharding."""
-    if is_float_data(array.dtype) is not True:
-        return None
-    return _nonfinite_on_device(array)
 
 
 def nonfinite_error(source: str, bad: Mapping[str, tuple[int, int]], *, total: int | None,
