@@ -8,6 +8,7 @@ import math
 import mmap
 import os
 import reprlib
+import stat
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -112,12 +113,7 @@ class _MappedFile:
 
     def __init__(self, path: str):
         self.path = path
-        try:
-            self._file = open(path, "rb")
-        except FileNotFoundError:
-            raise CheckpointError(path, "the file does not exist.") from None
-        except (OSError, ValueError) as e:
-            raise CheckpointError(path, f"the file cannot be opened: {e}.") from None
+        self._file = os.fdopen(_open_regular_file(path), "rb")
         try:
             self.size = os.fstat(self._file.fileno()).st_size
             if self.size == 0:
@@ -149,6 +145,78 @@ class _MappedFile:
                 pass
             self._map = None
             self._file.close()
+
+
+_FILE_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _not_regular(path: str, mode: int) -> CheckpointError:
+    kind = next((name for test, name in _FILE_KINDS if test(mode)), "not a regular file")
+    link = f" (a symbolic link to {os.path.realpath(path)!r})" if os.path.islink(path) else ""
+    why = (
+        "a checkpoint file was expected here"
+        if stat.S_ISDIR(mode)
+        else "reading a pipe, device or socket could block or never end"
+    )
+    return CheckpointError(
+        path,
+        f"it is {kind}{link}, not a regular file. vidax reads checkpoints only from regular "
+        f"files (and folders of them): {why}.",
+    )
+
+
+def _open_regular_file(path: str) -> int:
+    """A read-only descriptor of ``path``, which must be a regular file (symbolic links are
+    followed: the Hugging Face cache links snapshot files to blobs elsewhere).
+
+    Anything else is refused at once with a CheckpointError: opening a named pipe for reading
+    blocks until some writer appears, and a device or socket need not ever end. The type is
+    checked before opening, and again on the open descriptor, which is opened non-blocking so
+    that a path swapped for a pipe in between cannot block either.
+    """
+    try:
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):
+            raise _not_regular(path, mode)
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(path, flags | getattr(os, "O_BINARY", 0) | getattr(os, "O_NOCTTY", 0))
+    except FileNotFoundError:
+        if os.path.islink(path):
+            target = os.path.realpath(path)
+            raise CheckpointError(
+                path, f"it is a symbolic link to {target!r}, which does not exist."
+            ) from None
+        raise CheckpointError(path, "the file does not exist.") from None
+    except (OSError, ValueError) as e:  # permissions, a NUL byte in the name, ...
+        raise CheckpointError(path, f"the file cannot be opened: {e}.") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):  # replaced between the two checks
+            raise _not_regular(path, mode)
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _read_small_file(path: str, limit: int, what: str) -> bytes:
+    """The whole of a small regular file (a shard index, ...), refused past ``limit`` bytes."""
+    with os.fdopen(_open_regular_file(path), "rb") as f:
+        try:
+            data = f.read(limit + 1)
+        except OSError as e:
+            raise CheckpointError(path, f"{what} cannot be read: {e}.") from None
+    if len(data) > limit:
+        raise CheckpointError(path, f"{what} is larger than the {limit // 1_000_000} MB limit.")
+    return data
 
 
 class _ReadCounter:
@@ -326,8 +394,12 @@ _REPR.maxlevel = 3
 
 
 def _show(value: object) -> str:
-    """A short repr for error messages, bounded in depth and length even for hostile objects."""
-    return _REPR.repr(value)
+    """A short repr for error messages, bounded in depth and length even for hostile objects
+    (an int too long for ``repr``, an object whose ``repr`` fails: its type's name instead)."""
+    try:
+        return _REPR.repr(value)
+    except Exception:
+        return f"<a {type(value).__name__}>"
 
 
 def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

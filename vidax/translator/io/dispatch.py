@@ -18,6 +18,9 @@ def open_checkpoint(path: str | os.PathLike, *, wrapper: str | None = "auto") ->
     ``wrapper`` chooses the state dict inside a pth file: "auto" (see
     ``torch_zip._select_state_dict``), a key path such as "ema" or "model/module", or None for
     "the top-level object is the state dict".
+    Only regular files are read (a symbolic link is followed to one): a named pipe, device or
+    socket -- given, found in the folder or named by an index -- is refused at once rather than
+    read (``base._open_regular_file``).
     Raises CheckpointError for any problem with the file(s).
     """
     given = os.fspath(path)
@@ -76,7 +79,10 @@ def _check_flat_wrapper(path: str, wrapper: str | None) -> None:
 
 def _file_in_folder(folder: str) -> str:
     """The one ``*.safetensors.index.json``, else the one ``*.safetensors``, in ``folder``."""
-    names = sorted(os.listdir(folder))
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError as e:
+        raise CheckpointError(folder, f"the folder cannot be listed: {e}.") from None
     indexes = [n for n in names if n.endswith(".safetensors.index.json")]
     files = [n for n in names if n.endswith(".safetensors")]
     if len(indexes) == 1:

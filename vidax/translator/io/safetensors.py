@@ -17,11 +17,15 @@ from vidax.translator.io.base import (
     Checkpoint,
     TensorRef,
     _MappedFile,
+    _read_small_file,
     _ReadCounter,
     _show,
 )
 
 _MAX_SAFETENSORS_HEADER = 100_000_000  # bytes: the limit of the safetensors library itself
+# An index names each tensor once (~100 bytes a key): the largest released ones, of MoE models
+# with ~100k tensors, are ~10 MB. Read whole and parsed, so it is capped like a header.
+_MAX_INDEX_BYTES = 100_000_000
 
 
 def _safetensors_header(source: _MappedFile) -> tuple[dict, int]:
@@ -128,11 +132,9 @@ def _safetensors_tensors(source: _MappedFile, counter: _ReadCounter) -> tuple[di
 def _open_safetensors_index(given: str, index_path: str, counter: _ReadCounter) -> Checkpoint:
     """A sharded checkpoint: every tensor of the shards the index names, each key read from the
     shard the index assigns it (a key the index omits is kept if exactly one shard holds it)."""
+    raw = _read_small_file(index_path, _MAX_INDEX_BYTES, "the index file")
     try:
-        with open(index_path, "rb") as f:
-            index = json.loads(f.read())
-    except OSError as e:
-        raise CheckpointError(index_path, f"the index file cannot be read: {e}.") from None
+        index = json.loads(raw)
     except (ValueError, RecursionError) as e:
         raise CheckpointError(index_path, f"the index is not valid JSON: {e}.") from None
     weight_map = index.get("weight_map") if isinstance(index, dict) else None

@@ -9,16 +9,16 @@ inflated). ``_select_state_dict`` finds the state dict inside a training checkpo
 
 from __future__ import annotations
 
+import array
 import collections
 import io
 import math
 import pickle
-import pickletools
 import re
 import struct
 import zipfile
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 from vidax.errors import CheckpointError
 from vidax.translator.io.base import (
@@ -34,6 +34,7 @@ from vidax.translator.io.base import (
 )
 
 _MAX_TENSOR_BYTES = 2**62  # beyond any real tensor; keeps numpy's index arithmetic in int64
+_MAX_NDIM = 64  # numpy's limit (NPY_MAXDIMS)
 _MAX_EXTRAS_DEPTH = 64  # nesting of the non-tensor entries of a pth state dict
 
 
@@ -126,6 +127,10 @@ def _tensor_record(storage: _Storage, dtype: str, offset, shape, strides) -> _Te
         raise _Malformed(f"storage offset {_show(offset)} is not a non-negative int")
     if type(shape) is not tuple or not all(type(n) is int and n >= 0 for n in shape):
         raise _Malformed(f"size {_show(shape)} is not a tuple of non-negative ints")
+    if len(shape) > _MAX_NDIM:
+        raise _Malformed(f"a tensor has {len(shape)} dimensions, more than {_MAX_NDIM}")
+    if any(n >= _MAX_TENSOR_BYTES for n in (offset, *shape, *strides)):  # before any product
+        raise _Malformed(f"size {_show(shape)}, stride or offset is impossibly large")
     if not (
         type(strides) is tuple
         and len(strides) == len(shape)
@@ -146,11 +151,19 @@ def _tensor_record(storage: _Storage, dtype: str, offset, shape, strides) -> _Te
     return _TensorRecord(storage, dtype, offset, shape, strides)
 
 
+def _ordered_dict(*args) -> collections.OrderedDict:
+    """`collections.OrderedDict`, as torch.save's pickles call it: with no arguments (the items
+    follow by SETITEMS, whose keys ``_scan_pickle`` has checked)."""
+    if args:
+        raise TypeError("OrderedDict is called with arguments; torch.save's pickles pass none")
+    return collections.OrderedDict()
+
+
 # Everything a torch.save'd state dict's pickle names, and the inert stand-in each resolves to. Any
 # other global is refused: these objects are the only callables a pickle can reach.
 _ALLOWED_GLOBALS: dict[tuple[str, str], object] = {
     # state dicts (with BUILD setting their `_metadata`) and the empty backward-hook dicts
-    ("collections", "OrderedDict"): collections.OrderedDict,
+    ("collections", "OrderedDict"): _Rebuilder(_ordered_dict),
     ("torch._utils", "_rebuild_tensor_v2"): _Rebuilder(_rebuild_tensor_v2),  # on typed storages
     ("torch._utils", "_rebuild_tensor_v3"): _Rebuilder(_rebuild_tensor_v3),  # fp8, uint16/32/64
     ("torch._utils", "_rebuild_parameter"): _Rebuilder(_rebuild_parameter),  # nn.Parameter
@@ -183,18 +196,274 @@ class _RestrictedUnpickler(pickle.Unpickler):
         return self._load_storage(pid)
 
 
-# Opcodes that look globals up in copyreg's process-wide extension cache instead of find_class.
-_EXTENSION_OPCODES = {"EXT1", "EXT2", "EXT4"}
+# ------------------------------------------------------------------- the bounded pickle reader
+
+# What reading one data.pkl may cost, each limit far beyond what torch.save writes: per tensor it
+# writes ~30 opcodes, ~110 bytes and ~8 objects (the storage id, size, stride and argument tuples,
+# the empty backward-hook OrderedDict, the rebuild calls). A 14B DiT has 1-2k tensors, an LLM shard
+# a few thousand, a training checkpoint with EMA and two Adam moments ~4x its model's; the limits
+# admit ~150k tensors in one file, while the worst pickle within them costs a few seconds and a few
+# hundred MB (each opcode makes at most one object, of at most a few hundred bytes).
+_MAX_PICKLE_BYTES = 256 * 2**20
+_MAX_PICKLE_OPCODES = 5_000_000
+_MAX_PICKLE_OBJECTS = 1_250_000  # containers and calls: tuples, lists, dicts, sets, REDUCE ...
+# The state dict's other entries as a tree (a shared object counted at each reference): real ones
+# are a few numbers and strings, an optimizer's state a few entries per tensor.
+_MAX_EXTRAS_NODES = 5_000_000
+
+# What the scan knows of a value on the pickle's stack: whether it is a safe dict key (str, bytes,
+# bool, None, float, an int of at most 7 bytes), else what it is, for the message.
+_KEY, _BIG_INT, _TUPLE, _LIST, _DICT, _SET, _FROZENSET, _OBJECT = range(1, 9)
+_KINDS = ("", "", "an int of more than 55 bits", "a tuple", "a list", "a dict", "a set",
+          "a frozenset", "an object")  # fmt: skip
+# How an opcode's argument is laid out: none, fixed width, a length of that width then the data,
+# a line, two lines. Then what the opcode does to the stack.
+_NO_ARG, _FIXED, _SIZED, _LINE, _LINES = range(5)
+_PUSH, _INT, _POP_N, _POP_MARK, _SETITEM, _GET, _PUT, _POP, _DUP, _MARK, _FRAME, _STOP, _EXT = (
+    range(1, 14)
+)
+_OPCODES = {  # code: (name, argument, width, action, parameter); pickletools documents each
+    "I": ("INT", _LINE, 0, _INT, None),
+    "L": ("LONG", _LINE, 0, _INT, None),
+    "\x8a": ("LONG1", _SIZED, 1, _INT, None),
+    "\x8b": ("LONG4", _SIZED, 4, _INT, None),
+    "J": ("BININT", _FIXED, 4, _PUSH, _KEY),
+    "K": ("BININT1", _FIXED, 1, _PUSH, _KEY),
+    "M": ("BININT2", _FIXED, 2, _PUSH, _KEY),
+    "S": ("STRING", _LINE, 0, _PUSH, _KEY),
+    "T": ("BINSTRING", _SIZED, 4, _PUSH, _KEY),
+    "U": ("SHORT_BINSTRING", _SIZED, 1, _PUSH, _KEY),
+    "B": ("BINBYTES", _SIZED, 4, _PUSH, _KEY),
+    "C": ("SHORT_BINBYTES", _SIZED, 1, _PUSH, _KEY),
+    "\x8e": ("BINBYTES8", _SIZED, 8, _PUSH, _KEY),
+    "V": ("UNICODE", _LINE, 0, _PUSH, _KEY),
+    "\x8c": ("SHORT_BINUNICODE", _SIZED, 1, _PUSH, _KEY),
+    "X": ("BINUNICODE", _SIZED, 4, _PUSH, _KEY),
+    "\x8d": ("BINUNICODE8", _SIZED, 8, _PUSH, _KEY),
+    "F": ("FLOAT", _LINE, 0, _PUSH, _KEY),
+    "G": ("BINFLOAT", _FIXED, 8, _PUSH, _KEY),
+    "N": ("NONE", _NO_ARG, 0, _PUSH, _KEY),
+    "\x88": ("NEWTRUE", _NO_ARG, 0, _PUSH, _KEY),
+    "\x89": ("NEWFALSE", _NO_ARG, 0, _PUSH, _KEY),
+    "\x96": ("BYTEARRAY8", _SIZED, 8, _PUSH, _OBJECT),
+    "]": ("EMPTY_LIST", _NO_ARG, 0, _PUSH, _LIST),
+    ")": ("EMPTY_TUPLE", _NO_ARG, 0, _PUSH, _TUPLE),
+    "}": ("EMPTY_DICT", _NO_ARG, 0, _PUSH, _DICT),
+    "\x8f": ("EMPTY_SET", _NO_ARG, 0, _PUSH, _SET),
+    "c": ("GLOBAL", _LINES, 0, _PUSH, _OBJECT),
+    "P": ("PERSID", _LINE, 0, _PUSH, _OBJECT),
+    "\x97": ("NEXT_BUFFER", _NO_ARG, 0, _PUSH, _OBJECT),
+    # (items popped, what is pushed: a kind, or None to leave the item below them on top)
+    "a": ("APPEND", _NO_ARG, 0, _POP_N, (1, None)),
+    "b": ("BUILD", _NO_ARG, 0, _POP_N, (1, None)),
+    "\x85": ("TUPLE1", _NO_ARG, 0, _POP_N, (1, _TUPLE)),
+    "\x86": ("TUPLE2", _NO_ARG, 0, _POP_N, (2, _TUPLE)),
+    "\x87": ("TUPLE3", _NO_ARG, 0, _POP_N, (3, _TUPLE)),
+    "R": ("REDUCE", _NO_ARG, 0, _POP_N, (2, _OBJECT)),
+    "\x93": ("STACK_GLOBAL", _NO_ARG, 0, _POP_N, (2, _OBJECT)),
+    "\x81": ("NEWOBJ", _NO_ARG, 0, _POP_N, (2, _OBJECT)),
+    "\x92": ("NEWOBJ_EX", _NO_ARG, 0, _POP_N, (3, _OBJECT)),
+    "Q": ("BINPERSID", _NO_ARG, 0, _POP_N, (1, _OBJECT)),
+    "\x98": ("READONLY_BUFFER", _NO_ARG, 0, _POP_N, (1, _OBJECT)),
+    # (what is pushed or None; which popped items are keys: 0 none, 1 all, 2 every other one;
+    # whether the item below the mark is the container they go into)
+    "t": ("TUPLE", _NO_ARG, 0, _POP_MARK, (_TUPLE, 0, False)),
+    "l": ("LIST", _NO_ARG, 0, _POP_MARK, (_LIST, 0, False)),
+    "d": ("DICT", _NO_ARG, 0, _POP_MARK, (_DICT, 2, False)),
+    "\x91": ("FROZENSET", _NO_ARG, 0, _POP_MARK, (_FROZENSET, 1, False)),
+    "i": ("INST", _LINES, 0, _POP_MARK, (_OBJECT, 0, False)),
+    "o": ("OBJ", _NO_ARG, 0, _POP_MARK, (_OBJECT, 0, False)),
+    "1": ("POP_MARK", _NO_ARG, 0, _POP_MARK, (None, 0, False)),
+    "e": ("APPENDS", _NO_ARG, 0, _POP_MARK, (None, 0, True)),
+    "u": ("SETITEMS", _NO_ARG, 0, _POP_MARK, (None, 2, True)),
+    "\x90": ("ADDITEMS", _NO_ARG, 0, _POP_MARK, (None, 1, True)),
+    "s": ("SETITEM", _NO_ARG, 0, _SETITEM, None),
+    "0": ("POP", _NO_ARG, 0, _POP, None),
+    "2": ("DUP", _NO_ARG, 0, _DUP, None),
+    "(": ("MARK", _NO_ARG, 0, _MARK, None),
+    "g": ("GET", _LINE, 0, _GET, None),
+    "h": ("BINGET", _FIXED, 1, _GET, None),
+    "j": ("LONG_BINGET", _FIXED, 4, _GET, None),
+    "p": ("PUT", _LINE, 0, _PUT, None),
+    "q": ("BINPUT", _FIXED, 1, _PUT, None),
+    "r": ("LONG_BINPUT", _FIXED, 4, _PUT, None),
+    "\x94": ("MEMOIZE", _NO_ARG, 0, _PUT, None),
+    "\x95": ("FRAME", _FIXED, 8, _FRAME, None),
+    "\x80": ("PROTO", _FIXED, 1, None, None),
+    ".": ("STOP", _NO_ARG, 0, _STOP, None),
+    # copyreg's process-wide extension registry, looked up without find_class
+    "\x82": ("EXT1", _FIXED, 1, _EXT, None),
+    "\x83": ("EXT2", _FIXED, 2, _EXT, None),
+    "\x84": ("EXT4", _FIXED, 4, _EXT, None),
+}
+_OPCODE_TABLE: list[tuple | None] = [None] * 256
+for _code, _entry in _OPCODES.items():
+    _OPCODE_TABLE[ord(_code)] = _entry
+
+
+class _Refused(ValueError):
+    """What the pre-scan of a pickle found; the caller adds the file's name."""
+
+
+def _scan_pickle(data: bytes) -> None:
+    """Check, before any of it is unpickled, that ``data`` costs bounded work and memory.
+
+    One pass over the opcodes that tracks, for each stack and memo entry, only what kind of value
+    it holds, as the C unpickler's stack machine would (CPython's Modules/_pickle.c: marks kept
+    apart, nothing below the topmost mark reachable). It refuses (``_Refused``) a stream that is
+    truncated or malformed, longer than the opcode and object limits, whose memo indices are not
+    the small ones a pickler writes (the C unpickler sizes its memo array by the largest index), or
+    that hashes anything but a str, bytes, bool, None, float or small int as a dict key or set
+    element: a tuple's hash walks all it holds (shared references make that exponential), and ints
+    chosen to share a hash make each insertion compare with all the others.
+    """
+    size, pos, ops, objects = len(data), 0, 0, 0
+    stack, memo, memo_len = bytearray(), bytearray(), 0
+    marks, fence = array.array("q"), 0  # the stack's height at each open MARK; the topmost
+
+    def fail(problem: str, malformed: bool = True, why: str = "") -> NoReturn:
+        where = f"{problem} (opcode {ops:,} at byte {pos:,}){why}"
+        raise _Refused(f"is malformed: {where}" if malformed else where)
+
+    def check_keys(kinds: bytearray, name: str) -> None:
+        if kinds.count(_KEY) != len(kinds):
+            kind = next(k for k in kinds if k != _KEY)
+            fail(
+                f"uses {_KINDS[kind]} as a dict key or set element, in {name}",
+                malformed=False,
+                why=". torch.save keys state dicts by strings; vidax refuses other keys, since "
+                "hashing them can take unbounded time (a tuple of shared references, ints "
+                "chosen to collide)",
+            )
+
+    while True:
+        if pos >= size:
+            fail("the stream ends before its STOP opcode")
+        entry = _OPCODE_TABLE[data[pos]]
+        if entry is None:
+            fail(f"unknown opcode byte {data[pos]:#04x}")
+        name, arg, width, action, param = entry
+        ops += 1
+        if ops > _MAX_PICKLE_OPCODES:
+            fail(f"runs more than the {_MAX_PICKLE_OPCODES:,} opcodes vidax allows", False)
+        start = pos + 1
+        if arg == _NO_ARG:
+            end = start
+        elif arg == _FIXED:
+            end = start + width
+        elif arg == _SIZED:
+            end = start + width + int.from_bytes(data[start : start + width], "little")
+        else:
+            end = data.find(b"\n", start)
+            if arg == _LINES and end >= 0:
+                end = data.find(b"\n", end + 1)
+            if end < 0:
+                fail(f"{name}'s line has no end")
+            end += 1
+        if end > size:
+            fail(f"{name}'s argument runs past the end of the stream")
+        height = len(stack)
+        if action == _PUSH:
+            stack.append(param)
+            objects += param != _KEY
+        elif action == _GET or action == _PUT:
+            if arg == _LINE:
+                text = data[start : end - 1]
+                if len(text) > 18 or not text.strip().isdigit():
+                    fail(f"{name} {text[:20]!r} is not a memo index")
+                index = int(text)
+            else:  # MEMOIZE takes the next free index
+                index = int.from_bytes(data[start:end], "little") if arg == _FIXED else memo_len
+            if action == _GET:
+                if index >= len(memo) or not memo[index]:
+                    fail(f"{name} {index} reads an empty memo entry")
+                stack.append(memo[index])
+            else:
+                if height <= fence:
+                    fail(f"{name} finds no item to store")
+                if index > ops:
+                    fail(f"{name} stores at memo index {index:,}, past the {ops:,} opcodes so far")
+                if index >= len(memo):
+                    memo.extend(bytes(index + 1 - len(memo)))
+                memo_len += not memo[index]
+                memo[index] = stack[-1]
+        elif action == _POP_N:
+            count, kind = param
+            if height - count - (kind is None) < fence:
+                fail(f"{name} finds too few items on the stack")
+            del stack[height - count :]
+            if kind is not None:
+                stack.append(kind)
+                objects += 1
+        elif action == _POP_MARK:
+            kind, keys, into = param
+            if not marks:
+                fail(f"{name} finds no MARK")
+            mark = marks.pop()
+            fence = marks[-1] if marks else 0
+            if into and mark - 1 < (0 if name == "ADDITEMS" else fence):
+                fail(f"{name} finds nothing to add its items to")
+            if keys == 2:
+                if (height - mark) % 2:
+                    fail(f"{name} has an odd number of items")
+                check_keys(stack[mark::2], name)
+            elif keys == 1:
+                check_keys(stack[mark:], name)
+            if name == "OBJ" and height == mark:
+                fail("OBJ finds no class")
+            del stack[mark:]
+            if kind is not None:
+                stack.append(kind)
+                objects += 1
+        elif action == _INT:  # text: at most 18 digits; LONG1/LONG4: at most 7 bytes
+            digits = end - start - 1 if arg == _LINE else end - start - width
+            stack.append(_KEY if digits <= (18 if arg == _LINE else 7) else _BIG_INT)
+        elif action == _SETITEM:
+            if height - 3 < fence:
+                fail("SETITEM finds too few items on the stack")
+            check_keys(stack[-2:-1], name)
+            del stack[-2:]
+        elif action == _MARK:
+            marks.append(height)
+            fence = height
+        elif action == _POP:
+            if marks and marks[-1] == height:  # POP of a MARK, as the C unpickler does it
+                marks.pop()
+                fence = marks[-1] if marks else 0
+            elif height <= fence:
+                fail("POP finds nothing to pop")
+            else:
+                stack.pop()
+        elif action == _DUP:
+            if height <= fence:
+                fail("DUP finds nothing to copy")
+            stack.append(stack[-1])
+        elif action == _FRAME:
+            if int.from_bytes(data[start:end], "little") > size - end:
+                fail("a FRAME runs past the end of the stream")
+        elif action == _STOP:
+            if height <= fence:
+                fail("STOP finds no object to return")
+            return
+        elif action == _EXT:
+            raise _Refused(f"uses the {name} opcode, which torch.save never writes")
+        if objects > _MAX_PICKLE_OBJECTS:
+            fail(f"makes more than the {_MAX_PICKLE_OBJECTS:,} objects vidax allows", False)
+        pos = end
 
 
 def _unpickle(path: str, data: bytes, load_storage: Callable[[object], _Storage]) -> object:
+    if len(data) > _MAX_PICKLE_BYTES:
+        raise CheckpointError(
+            path,
+            f"its pickle (data.pkl) has {len(data):,} bytes, more than the "
+            f"{_MAX_PICKLE_BYTES // 2**20} MiB vidax reads (torch.save writes ~110 per tensor).",
+        )
     try:
-        for opcode, _, _ in pickletools.genops(data):
-            if opcode.name in _EXTENSION_OPCODES:
-                raise CheckpointError(
-                    path,
-                    f"its pickle uses the {opcode.name} opcode, which torch.save never writes.",
-                )
+        _scan_pickle(data)
+    except _Refused as e:
+        raise CheckpointError(path, f"its pickle (data.pkl) {e}.") from None
+    try:
         return _RestrictedUnpickler(data, path, load_storage).load()
     except CheckpointError:
         raise
@@ -338,7 +607,7 @@ def _open_pth(
         byte_strides = tuple(s * dtype.itemsize for s in strides)
         return TensorRef(key, shape, dtype, source, offset, counter, byte_strides, extent)
 
-    tensors, extras = {}, {}
+    tensors, extras, walk = {}, {}, _ExtrasWalk(make_ref)
     for key, value in state.items():
         if type(key) is not str:
             raise CheckpointError(
@@ -348,7 +617,7 @@ def _open_pth(
             tensors[key] = make_ref(key, value)
             continue
         try:
-            extras[key] = _replace_records(value, key, make_ref)
+            extras[key] = walk.rebuild(value, key)
         except _Malformed as e:
             raise CheckpointError(path, f"the state dict's entry {_show(key)} is {e}.") from None
     if unsupported:
@@ -360,24 +629,66 @@ def _open_pth(
     return Checkpoint(given, "pth", tensors, sources=[source], counter=counter, extras=extras)
 
 
-def _replace_records(value: object, name: str, make_ref: Callable, depth: int = 0) -> object:
-    """``value`` with each tensor in its lists/tuples/dicts made a TensorRef named by its place."""
-    if type(value) is _TensorRecord:
-        return make_ref(name, value)
-    if type(value) not in (list, tuple, dict, collections.OrderedDict):
-        return value
-    if depth == _MAX_EXTRAS_DEPTH:  # also stops cycles, which a pickle can build
-        raise _Malformed(f"nested more than {_MAX_EXTRAS_DEPTH} levels deep (or cyclic)")
+class _ExtrasWalk:
+    """The state dict's other entries, each tensor in their lists/tuples/dicts made a TensorRef
+    named by its place.
 
-    def inner(item: object, place: str) -> object:
-        return _replace_records(item, place, make_ref, depth + 1)
+    What a pickle builds is a graph, not a tree: one object can be referenced from many places, so
+    a few hundred bytes describe a tree of 10**30 nodes (lists of lists, each referencing the one
+    before many times). Each container is rebuilt once, however often it is referenced (a shared
+    one stays shared), and its size as a tree is added up at each reference: past
+    ``_MAX_EXTRAS_NODES`` in all, nesting past ``_MAX_EXTRAS_DEPTH``, or a container inside itself
+    -> ``_Malformed``.
+    """
 
-    if isinstance(value, dict):
-        return type(value)(
-            (k, inner(v, f"{name}.{k}" if type(k) is str else f"{name}.{_show(k)}"))
-            for k, v in value.items()
+    def __init__(self, make_ref: Callable):
+        self.make_ref = make_ref
+        self.done: dict[int, tuple[object, int]] = {}  # id -> (rebuilt, nodes as a tree)
+        self.inside: set[int] = set()  # ids of the containers being rebuilt
+        self.nodes = 0
+
+    def rebuild(self, value: object, name: str) -> object:
+        rebuilt, nodes = self._rebuild(value, name, 0)
+        self.nodes += nodes
+        if self.nodes > _MAX_EXTRAS_NODES:
+            raise _Malformed(self._too_many())
+        return rebuilt
+
+    def _too_many(self) -> str:
+        return (
+            f"part of more than {_MAX_EXTRAS_NODES:,} values once its shared references are "
+            "counted at each place (a pickle can describe such a tree in a few hundred bytes)"
         )
-    return type(value)(inner(v, f"{name}[{i}]") for i, v in enumerate(value))
+
+    def _rebuild(self, value: object, name: str, depth: int) -> tuple[object, int]:
+        if type(value) is _TensorRecord:
+            return self.make_ref(name, value), 1
+        if type(value) not in (list, tuple, dict, collections.OrderedDict):
+            return value, 1
+        key = id(value)
+        if key in self.done:
+            return self.done[key]
+        if key in self.inside:
+            raise _Malformed("a container that contains itself")
+        if depth == _MAX_EXTRAS_DEPTH:
+            raise _Malformed(f"nested more than {_MAX_EXTRAS_DEPTH} levels deep")
+        self.inside.add(key)
+        nodes, items = 1, []
+        if isinstance(value, dict):
+            for k, v in value.items():
+                item, n = self._rebuild(v, f"{name}.{k if type(k) is str else _show(k)}", depth + 1)
+                items.append((k, item))
+                nodes += n
+        else:
+            for i, v in enumerate(value):
+                item, n = self._rebuild(v, f"{name}[{i}]", depth + 1)
+                items.append(item)
+                nodes += n
+        if nodes > _MAX_EXTRAS_NODES:
+            raise _Malformed(self._too_many())
+        self.inside.discard(key)
+        self.done[key] = type(value)(items), nodes
+        return self.done[key]
 
 
 # Keys under which training code nests a model's state dict, in the order "auto" tries them; the EMA
@@ -386,8 +697,18 @@ _MODEL_KEYS = ("module", "state_dict", "model", "model_state_dict", "net", "netw
 _EMA_KEYS = ("ema", "ema_model", "model_ema", "ema_state_dict", "net_ema")
 
 
-def _holds_tensors(value: object) -> bool:
-    return isinstance(value, dict) and any(type(v) is _TensorRecord for v in value.values())
+def _tensor_dict_test() -> Callable[[object], bool]:
+    """A test "is this a dict holding tensors", run once per dict however often it is asked."""
+    known: dict[int, bool] = {}
+
+    def holds_tensors(value: object) -> bool:
+        if not isinstance(value, dict):
+            return False
+        if id(value) not in known:
+            known[id(value)] = any(type(v) is _TensorRecord for v in value.values())
+        return known[id(value)]
+
+    return holds_tensors
 
 
 def _select_state_dict(path: str, top: object, wrapper: str | None) -> dict:
@@ -408,6 +729,7 @@ def _select_state_dict(path: str, top: object, wrapper: str | None) -> dict:
         return _follow_wrapper(path, top, wrapper)
 
     found: dict[int, tuple[str, ...]] = {}  # id(state dict) -> its key path, so aliases count once
+    _holds_tensors = _tensor_dict_test()  # values shared by many keys are looked at once
 
     def search(node: dict, trail: tuple[str, ...]) -> None:
         for key in _MODEL_KEYS + _EMA_KEYS:
@@ -420,12 +742,12 @@ def _select_state_dict(path: str, top: object, wrapper: str | None) -> dict:
     search(top, ())
     candidates = list(found.values())
     if not candidates:
-        elsewhere = [_show(k) for k, v in top.items() if _holds_tensors(v)]
+        elsewhere = [_show(k) for k, v in top.items() if _holds_tensors(v)][:10]
         if elsewhere and not _holds_tensors(top):
             raise CheckpointError(
                 path,
                 f"no state dict under a known key ({', '.join(_MODEL_KEYS + _EMA_KEYS)}); tensors "
-                f"were found under {', '.join(elsewhere[:10])}. Pass wrapper= naming one.",
+                f"were found under {', '.join(elsewhere)}. Pass wrapper= naming one.",
             )
         return top
     choices = [c for c in candidates if not set(c) & set(_EMA_KEYS)] or candidates
