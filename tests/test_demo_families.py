@@ -250,3 +250,65 @@ def test_printed_command_reproduces_the_video(ran, capsys):
     assert cli.main(argv[1:]) == 0
     capsys.readouterr()
     assert video.read_bytes() == first
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ran", ["hunyuan_video"], indirect=True)
+def test_printed_command_reproduces_the_video_in_a_new_process(ran, tmp_path):
+    """The printed command in a fresh ``python -m vidax.cli`` process (nothing cached from the
+    demo's own run) writes the same bytes, for the family whose DiT is a ``torch.save`` file
+    (the other two: in-process above)."""
+    import subprocess
+    import sys
+
+    _, _, _, _, first, printed = ran
+    line = next(ln for ln in printed.splitlines() if ln.startswith("running: "))
+    argv = shlex.split(line[len("running: "):])
+    out = tmp_path / "again.mp4"
+    argv[argv.index("--out") + 1] = str(out)
+    proc = subprocess.run([sys.executable, "-m", "vidax.cli", *argv[1:]], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert out.read_bytes() == first
+
+
+#: KNOWN GAPS (reported; not this file's code): a converted folder stores vidax's config
+#: fields (dataclasses.asdict), which ``converted.open_converted`` re-reads through the config
+#: class's ``from_dict`` -- and these two ``from_dict`` read only the library's own keys
+#: (diffusers' AutoencoderKLWan names, transformers' CLIP names).
+KNOWN_LOAD_GAPS = {("wan2_1", "vae", "diffusers"): "unknown AutoencoderKLWan config keys",
+                   ("clip", "text_encoder", "transformers"): "CLIP text config has no"}
+
+
+@pytest.mark.slow
+def test_every_weight_file_converts_from_the_cli(written, tmp_path, capsys):
+    """``vidax convert`` with the registry spec each file was recorded under (its layout
+    named: vidax convert's default layout is the authors' own), then ``vidax.load`` of the
+    converted folder."""
+    import vidax
+    from vidax import registry
+    from vidax.demo import common
+    from vidax.errors import VidaxError
+
+    model_type, module, folder = written
+    layout = common.tiny_layout(model_type)
+    assert {e["file"] for e in layout.values()} == {f for *_, f in (*module.COMPONENTS,
+                                                                     *module.ENCODERS)}
+    for key, entry in sorted(layout.items()):
+        mt, component, file_layout = entry["spec"]
+        out = tmp_path / key
+        rc = cli.main(["convert", mt, "--component", component, "--layout", file_layout,
+                       "--checkpoint", str(folder / entry["file"]), "--out", str(out)])
+        printed = " ".join(capsys.readouterr().out.split())
+        assert rc == 0, (key, printed)
+        assert f"{mt} {component} in the Flax layout (matched" in printed
+        # the converted folder holds its config; its layout is named (vidax.load does not
+        # read it from the folder where the component has several: t5 encoder)
+        gap = KNOWN_LOAD_GAPS.get(tuple(entry["spec"]))
+        if gap:   # a strict expected failure: once fixed, drop it from KNOWN_LOAD_GAPS
+            with pytest.raises(VidaxError, match=gap):
+                vidax.load(mt, component, out, layout=file_layout)
+            continue
+        model = vidax.load(mt, component, out, layout=file_layout)
+        assert type(model).__name__ == registry.get(mt, component, file_layout).model.split(
+            ":")[1]
