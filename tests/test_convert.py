@@ -474,6 +474,24 @@ def test_an_interrupted_convert_leaves_nothing_that_looks_complete(authors_file,
                                          "replaced"):
         convert.convert("wan2_1", "dit", path, out, config=cfg)
     assert list(tmp_path.iterdir()) == []
+    # ... and over an old folder, the old one is put back as it was
+    monkeypatch.undo()
+    convert.convert("wan2_1", "dit", path, out, config=cfg)
+    before = _tree(out)
+    real_rename = os.rename
+
+    def install_fails(src, dst):
+        if ".partial-" in str(src):
+            raise (OSError(5, "Input/output error") if calls.pop() else KeyboardInterrupt)
+        return real_rename(src, dst)
+
+    monkeypatch.setattr(convert.os, "rename", install_fails)
+    calls[:] = [False, True]
+    with pytest.raises(VidaxError, match="Input/output error; nothing was replaced"):
+        convert.convert("wan2_1", "dit", path, out, config=cfg, overwrite=True, dtype="fp16")
+    with pytest.raises(KeyboardInterrupt):
+        convert.convert("wan2_1", "dit", path, out, config=cfg, overwrite=True, dtype="fp16")
+    assert _tree(out) == before and sorted(os.listdir(tmp_path)) == ["out"]
 
 
 # ------------------------------------------------------------------------ kill -9

@@ -331,7 +331,10 @@ def _clean_stale(out: Path) -> None:
         folder = out.parent / name
         if not converted.survey(folder).is_cache:
             continue
-        lock = _take_lock(folder)
+        try:
+            lock = _take_lock(folder)
+        except OSError:                  # a lock file that cannot be opened: leave it be
+            continue
         if lock is not None:
             _empty_and_remove(folder, lock)
 
@@ -390,14 +393,17 @@ def _install(tmp: Path, lock: _Lock, out: Path, overwrite: bool) -> None:
             raise VidaxError(f"could not move the old {out} aside: {e.strerror}") from None
     try:
         os.rename(tmp, out)          # a folder that appeared at out meanwhile makes this fail
-    except OSError as e:
-        if old is not None:
+    except BaseException as e:
+        if old is not None:          # the old folder goes back (if out is still free)
             try:
                 os.rename(old, out)
             except OSError:
                 pass
-        raise VidaxError(f"could not put the converted folder at {out}: {e.strerror}; "
-                         f"nothing was replaced") from None
+            _release_unlinking(out if not os.path.lexists(old) else old, old_lock)
+        if isinstance(e, OSError):
+            raise VidaxError(f"could not put the converted folder at {out}: {e.strerror}; "
+                             f"nothing was replaced") from None
+        raise
     _release_unlinking(out, lock)            # the new folder: its lock file goes
     try:
         _fsync_dir(out.parent)

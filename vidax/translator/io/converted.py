@@ -78,6 +78,8 @@ def survey(path) -> Survey:
         st = os.lstat(path)
     except FileNotFoundError:
         return Survey("missing", "nothing")
+    except OSError as e:                  # what cannot be looked at is not known to be ours
+        return Survey("foreign", f"a path vidax cannot look at ({e.strerror or e})")
     if stat.S_ISLNK(st.st_mode):
         try:
             to = os.readlink(path)
@@ -87,7 +89,10 @@ def survey(path) -> Survey:
     if not stat.S_ISDIR(st.st_mode):
         kind = "a regular file" if stat.S_ISREG(st.st_mode) else "a special file"
         return Survey("foreign", f"{kind} of {st.st_size} bytes")
-    names = sorted(os.listdir(path))
+    try:
+        names = sorted(os.listdir(path))
+    except OSError as e:
+        return Survey("foreign", f"a folder vidax cannot list ({e.strerror or e})")
     if not names:
         return Survey("empty", "an empty folder")
     others = []
@@ -96,6 +101,8 @@ def survey(path) -> Survey:
             regular = name in FILES and stat.S_ISREG(os.lstat(path / name).st_mode)
         except FileNotFoundError:         # removed while we looked: not there
             continue
+        except OSError:
+            regular = False
         if not regular:
             others.append(name + ("/" if (path / name).is_dir() else ""))
     if others:
