@@ -142,48 +142,42 @@ def word_tokenizer(folder: Path, words, specials: Mapping[str, Any], *,
     return tok
 
 
-def byte_level_tokenizer(folder: Path, words, specials: Mapping[str, Any], *,
+def byte_level_tokenizer(folder: Path, texts, specials: Mapping[str, Any], *,
                          tokens=(), prepend: tuple[str, ...] = (),
                          config: Mapping[str, Any] | None = None):
     """A release's tokenizer folder with a byte-level BPE ``tokenizer.json`` (the kind
     Llama-3's and Qwen2's are: any text encodes, nothing is unknown), ``special_tokens_map.json``
     and ``tokenizer_config.json``. Returns the Tokenizer.
 
-    The vocabulary is the 256 byte symbols, then, for each of ``words`` (with and without a
-    leading space), the merges that join its symbols left to right (so most words become one
-    token; a word whose pairs an earlier merge took stays a few tokens), then the special
-    tokens, after the vocabulary as those releases place them: ``tokens`` (the special tokens
-    in id order), then any of ``specials`` (role -> token) not among them. ``prepend``:
-    special tokens the post-processor puts before every sequence (Llama-3's
-    ``<|begin_of_text|>``).
-    ``config``: further ``tokenizer_config.json`` keys (``chat_template``, ...). Deterministic:
-    the same words give the same file."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
+    The vocabulary is the 256 byte symbols and the merges the ``tokenizers`` library's BPE
+    trainer learns from ``texts`` (those a pipeline sends: trained to the end, each of their
+    words becomes one token), then the special tokens, after the vocabulary as those releases
+    place them: ``tokens`` (the special tokens in id order), then any of ``specials`` (role ->
+    token) not among them. The special tokens are cut out of ``texts`` before training.
+    ``prepend``: special tokens the post-processor puts before every sequence (Llama-3's
+    ``<|begin_of_text|>``). ``config``: further ``tokenizer_config.json`` keys
+    (``chat_template``, ...). Deterministic: the same texts give the same file (the trainer
+    breaks ties by pair, not by hash order)."""
+    import re
 
-    split = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    vocab = {sym: i for i, sym in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
-    merges: list[tuple[str, str]] = []
-    for word in dict.fromkeys(words):
-        for form in (" " + word, word):
-            for piece, _ in split.pre_tokenize_str(form):
-                joined = piece[0]
-                for symbol in piece[1:]:
-                    if joined + symbol not in vocab:
-                        vocab[joined + symbol] = len(vocab)
-                        merges.append((joined, symbol))
-                    joined += symbol
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
+    from tokenizers import trainers
+
     special_tokens = list(dict.fromkeys([*tokens, *specials.values()]))
-    for t in special_tokens:
-        vocab.setdefault(t, len(vocab))
-    tok = Tokenizer(models.BPE(vocab, merges))
-    tok.pre_tokenizer = split
+    cut = re.compile("|".join(re.escape(t) for t in special_tokens))
+    pieces = [p for t in texts for p in cut.split(t) if p]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(pieces, trainers.BpeTrainer(
+        vocab_size=1 << 20, show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False)
                             for t in special_tokens])
     if prepend:
         tok.post_processor = processors.TemplateProcessing(
             single=" ".join([*prepend, "$A"]), pair=" ".join([*prepend, "$A", *prepend, "$B:1"]),
-            special_tokens=[(t, vocab[t]) for t in dict.fromkeys(prepend)])
+            special_tokens=[(t, tok.token_to_id(t)) for t in dict.fromkeys(prepend)])
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     text = tok.to_str(pretty=True)

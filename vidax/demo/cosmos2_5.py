@@ -15,7 +15,6 @@ names, shapes and configs: recorded from diffusers' and transformers' classes in
 from __future__ import annotations
 
 import copy
-import re
 from pathlib import Path
 
 import numpy as np
@@ -61,14 +60,12 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
 
-def _words() -> list[str]:
-    """The words the tokenizer's merges make whole: those of the texts the pipeline sends
-    (its system turn and default negative prompt, the demo's prompt) and the chat roles."""
+def _texts() -> list[str]:
+    """What the tokenizer is trained on: the turns the pipeline sends (its system turn and
+    default negative prompt, the demo's prompt, in the chat format)."""
     from vidax.pipelines import cosmos2_5
 
-    texts = (cosmos2_5.SYSTEM_PROMPT, cosmos2_5.NEGATIVE_PROMPT, PROMPT,
-             "system user assistant")
-    return [w for t in texts for w in re.findall(r"[A-Za-z]+", t)]
+    return [cosmos2_5.chat_text(p) for p in (cosmos2_5.NEGATIVE_PROMPT, PROMPT)]
 
 
 def write(folder: Path) -> None:
@@ -76,7 +73,7 @@ def write(folder: Path) -> None:
     layout = common.tiny_layout("cosmos2_5")
     rng = np.random.default_rng(SEED)
     tok = common.byte_level_tokenizer(
-        folder / "tokenizer", _words(), ROLES, tokens=SPECIAL_TOKENS,
+        folder / "tokenizer", _texts(), ROLES, tokens=SPECIAL_TOKENS,
         config={"bos_token": None, "unk_token": None, "model_max_length": 131072,
                 "tokenizer_class": "Qwen2Tokenizer", "chat_template": CHAT_TEMPLATE,
                 "clean_up_tokenization_spaces": False, "errors": "replace"})

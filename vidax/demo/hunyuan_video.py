@@ -22,7 +22,6 @@ Key names, shapes and configs: ``vidax/data/tiny/hunyuan_video.json``
 from __future__ import annotations
 
 import copy
-import re
 from pathlib import Path
 
 import numpy as np
@@ -65,10 +64,11 @@ CLIP_WORDS = ("a an the boat paper ship car cat dog bird drifts floats sails run
               "camera follows it slowly quickly pans close wide shot light , .").split()
 
 
-def _words() -> list[str]:
+def _texts() -> list[str]:
+    """What the Llama tokenizer is trained on: the prompt in the pipeline's template."""
     from vidax.pipelines import hunyuan_video
 
-    return re.findall(r"[A-Za-z]+", hunyuan_video.PROMPT_TEMPLATE + " " + PROMPT)
+    return [hunyuan_video.PROMPT_TEMPLATE.format(PROMPT)]
 
 
 def write(folder: Path) -> None:
@@ -78,7 +78,7 @@ def write(folder: Path) -> None:
     layout = common.tiny_layout("hunyuan_video")
     configs = {key: copy.deepcopy(entry.get("config")) for key, entry in layout.items()}
     llama = common.byte_level_tokenizer(
-        folder / "text_encoder", _words(), LLAMA_ROLES, tokens=LLAMA_TOKENS,
+        folder / "text_encoder", _texts(), LLAMA_ROLES, tokens=LLAMA_TOKENS,
         prepend=("<|begin_of_text|>",),
         config={"model_max_length": 8192, "tokenizer_class": "PreTrainedTokenizerFast",
                 "chat_template": LLAMA_CHAT_TEMPLATE, "clean_up_tokenization_spaces": True})
