@@ -42,6 +42,12 @@ def _assert_command_reproduces(printed, video, tmp_path, capsys):
     argv[argv.index("--out") + 1] = str(again)
     assert cli.main(argv) == 0, capsys.readouterr().err
     assert again.read_bytes() == video.read_bytes()
+    # ... and not only because both runs fell in the same second: no creation time is stored
+    data = video.read_bytes()
+    for box in (b"mvhd", b"tkhd", b"mdhd"):
+        at = data.find(box)
+        assert at > 0 and data[at + 4] == 0, box      # version 0: 32-bit times follow
+        assert data[at + 8:at + 16] == bytes(8), box  # creation and modification times 0
     (a, fps_a), (b, fps_b) = read_video(video), read_video(again)
     assert fps_a == fps_b and np.array_equal(a, b)
     return argv
@@ -129,6 +135,17 @@ def test_every_demo_component_is_identified_as_the_demo(model_type, tmp_path):
         variant = want[0].split("/")[1].split("__")[0]
         assert spec.make_config(variant) == spec.make_config(
             overrides=next(m.config for m in layouts.demo_manifests() if m.name == want[0]))
+
+
+def test_demo_file_loads_from_python_without_a_variant(tmp_path):
+    """vidax.load finds the demo's config from the file alone (before: "could not tell which
+    wan2_1 vae release this is")."""
+    import vidax
+    from vidax.demo import wan2_1
+
+    wan2_1.write(tmp_path)
+    vae = vidax.load("wan2_1", "vae", tmp_path / "Wan2.1_VAE.pth")
+    assert vae is not None
 
 
 def test_demo_configs_are_the_pipelines_tiny_releases():
