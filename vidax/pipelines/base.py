@@ -49,8 +49,18 @@ The hooks of :class:`PipelineBase` (the Wan modules are the worked example, ~410
   + ``guide``; override it whole for guidance that is not one cond/uncond pair (LTX-Video's
   STG batch of 3, CFG-star). ``inputs["solver"]``: keywords for the scheduler's ``step``
   (CogVideoX DPM's ``noise``, the rectified flow's per-token ``timestep``).
-* :meth:`~PipelineBase.decode_latents` ``(latents)``: the VAE (default ``self.vae.decode``);
+* :meth:`~PipelineBase.decode_latents` ``(latents, on_chunk=None)``: the VAE (default
+  ``self.vae.decode``), calling ``on_chunk(done, total)`` per decoded chunk (progress);
   ``to_uint8``: frames in [-1, 1] to uint8 (default :func:`vidax.video.to_uint8`).
+* :meth:`~PipelineBase.dit_geometry` / :meth:`~PipelineBase.vae_geometry` ``(request)``: the
+  shapes :meth:`~PipelineBase.check_memory` estimates activations from
+  (:mod:`vidax.pipelines.memory`); :meth:`~PipelineBase.weights_on_device` ``(weights)``
+  (Wan2.2's swapped experts).
+
+Each sampling step also returns whether its latents are all finite (fused into the jitted
+step, read with the progress): the first step that is not stops the run with a
+:class:`~vidax.errors.NumericalError`; the final latents and the decoded frames are checked
+too, so no black video is written.
 
 The traced hooks get no ``self``: the jitted step is cached per pipeline class, and a cached
 ``self`` would keep every weight alive. ``inputs`` is a dict pytree (a None value is part of
@@ -84,7 +94,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import json
 import math
 import os
 import time
@@ -100,9 +109,10 @@ from flax import nnx
 from vidax import loading, registry
 from vidax.pipelines import memory
 from vidax.errors import MemoryEstimateError, NumericalError, VerificationError, VidaxError
-from vidax.sharding import constrain_batch, shard_batch, use_mesh
-from vidax.pipelines.inputs import (check_count, check_frames, check_seed, check_size,
-                                    noise_array, number, parse_size, seed_key)
+from vidax.sharding import (SEQUENCE_AXIS, constrain_batch, sequence_parallel_problem,
+                            shard_batch, use_mesh)
+from vidax.pipelines.inputs import (RELEASES, check_count, check_frames, check_seed, check_size,
+                                    noise_array, number, parse_size, recognise, seed_key)
 from vidax.video import to_uint8, write_mp4
 
 
@@ -338,36 +348,6 @@ class Needed:
     role: str
 
 
-def _class_name(path: Path) -> str:
-    """A diffusers ``config.json``'s ``_class_name`` ("" where there is none)."""
-    try:
-        return str(json.loads(path.read_text(encoding="utf-8")).get("_class_name", ""))
-    except (OSError, ValueError, AttributeError):
-        return ""
-
-
-#: The family name in messages -> (model_type, whether a folder is that family's release,
-#: by what only its releases hold: file and folder names, a diffusers ``_class_name``).
-RELEASES = {
-    "Wan2.1": ("wan2_1", lambda f: (f / "Wan2.1_VAE.pth").is_file() and not any(
-        (f / d).exists() for d in ("high_noise_model", "low_noise_model", "Wan2.2_VAE.pth"))),
-    "Wan2.2": ("wan2_2", lambda f: any((f / d).exists() for d in (
-        "high_noise_model", "low_noise_model", "Wan2.2_VAE.pth"))),
-    "Cosmos-Predict2.5": ("cosmos2_5", lambda f: any(f.glob("base/*/*_ema_bf16.pt"))
-                          or "Cosmos" in _class_name(f / "transformer" / "config.json")),
-    "CogVideoX": ("cogvideox",
-                  lambda f: "CogVideoX" in _class_name(f / "transformer" / "config.json")),
-    "HunyuanVideo": ("hunyuan_video", lambda f: (f / "hunyuan-video-t2v-720p").is_dir()),
-    "LTX-Video": ("ltx_video", lambda f: any(f.glob("ltxv-*.safetensors"))),
-}
-
-
-def recognise(folder: Path) -> list[str]:
-    """The families (names as :data:`RELEASES` spells them) whose release ``folder`` looks
-    like, from its file names alone (no weight, at most a ``config.json`` read)."""
-    return [name for name, (_, looks) in RELEASES.items() if looks(Path(folder))]
-
-
 def open_folder(folder, family: str, variants, variant: str | None,
                 hint: str = "as the authors publish it") -> Path:
     """The release folder, checked to exist and not to be another family's release
@@ -568,17 +548,23 @@ class PipelineBase:
     # ------------------------------------------------------------------------- memory
     @classmethod
     def check_memory(cls, release: Release, request: Request, *, mesh=None,
-                     precision: str = "bf16", weights: bool = True) -> memory.Estimate:
+                     precision: str = "bf16", weights: bool = True,
+                     enforce: bool = True) -> memory.Estimate:
         """The memory ``request`` needs on ``release`` (:mod:`vidax.pipelines.memory`: an
         upper-ish estimate from the abstract shapes, no weight read) against what the
         devices have; raises :class:`~vidax.errors.MemoryEstimateError` with the numbers
-        when it does not fit. ``weights=False``: the activations only (weights loaded)."""
-        return cls(release, mesh=mesh, precision=precision).memory_fits(request, weights)
+        when it does not fit, unless ``enforce=False`` (``--skip-memory-check``). First the
+        request is checked against the release (:meth:`resolve`: what the family checks
+        against its configs, e.g. CogVideoX's position grid), so that every input error
+        comes before loading. ``weights=False``: the activations only (weights loaded)."""
+        pipe = cls(release, mesh=mesh, precision=precision)
+        return pipe.memory_fits(pipe.resolve(request), weights, enforce)
 
-    def memory_fits(self, request: Request, weights: bool = True) -> memory.Estimate:
-        """:meth:`check_memory` on this pipeline."""
+    def memory_fits(self, request: Request, weights: bool = True,
+                    enforce: bool = True) -> memory.Estimate:
+        """:meth:`check_memory` on this pipeline, for a resolved request."""
         estimate = self.estimate_memory(request, weights=weights)
-        if not estimate.fits:
+        if enforce and not estimate.fits:
             raise MemoryEstimateError(
                 f"{estimate.summary()}. This request does not fit: try a smaller --size or "
                 "fewer --frames, or a mesh over more devices (--mesh); or proceed anyway with "
@@ -606,6 +592,12 @@ class PipelineBase:
             estimate.dtypes[key] = dtype.name
         estimate.weights = self.weights_on_device(estimate.weights)
         dit, vae = self.dit_geometry(request), self.vae_geometry(request)
+        sp = 1 if self.mesh is None else dict(self.mesh.shape).get(SEQUENCE_AXIS, 1)
+        problem = dit is not None and dit.split and sequence_parallel_problem(
+            sp, num_heads=dit.heads, num_tokens=dit.tokens)
+        if problem:  # what the DiT's first step would raise, after loading
+            raise VidaxError(f"{self.describe()}, {request.frames} frames at {width}x{height}: "
+                             f"{problem} Nothing was loaded.")
         if dit is not None:
             estimate.phases["DiT step"] = memory.dit_step(
                 dit, self.precision.dit_compute, platform, dp=axes.get("dp", 1),

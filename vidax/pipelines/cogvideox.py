@@ -330,12 +330,14 @@ class CogVideoXPipeline(PipelineBase):
             joint=cfg.max_text_seq_length)
 
     def vae_geometry(self, request: Request) -> memory.VAEGeometry:
-        """Chunks of 2 latent frames (the first 3: 9 frames), the full-size stage's channels
-        twice (the upsampling's output beside the block's)."""
+        """Chunks of 2 latent frames (the first 3: 9 frames); at full size the upsampled
+        input of the last block (``block_out_channels[1]``, twice: beside its spatial norm's
+        two convs of the latent) and the block's own (calibrated on measured peak RSS:
+        ``benchmarks/memory_estimate.py``)."""
         cfg, (width, height) = self.release.configs["vae"], request.size
         chunks = len(frame_batches(request.latent_shape[0], DECODE_FRAMES_PER_CHUNK))
-        return memory.VAEGeometry(9, height, width, 2 * cfg.block_out_channels[0], chunks,
-                                  request.frames)
+        channels = 2 * cfg.block_out_channels[1] + cfg.block_out_channels[0]
+        return memory.VAEGeometry(9, height, width, channels, chunks, request.frames)
 
     def encode_text(self, prompts: list[str]) -> jax.Array:
         """T5 states ``[len(prompts), max_text_seq_length, D]`` (float32), no mask."""
@@ -362,7 +364,7 @@ class CogVideoXPipeline(PipelineBase):
         if request.variant != self.variant:
             raise VidaxError(f"the request is for CogVideoX {request.variant}; this pipeline "
                              f"is {self.variant}")
-        cfg = self.dit.config
+        cfg = self.release.configs["dit"]   # the loaded DiT's, known before it is loaded
         width, height = request.size
         multiple = VAE_STRIDE[1] * PATCH
         grid = (height // multiple, width // multiple)

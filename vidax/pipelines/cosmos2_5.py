@@ -362,7 +362,8 @@ class Cosmos25Pipeline(PipelineBase):
         patch = (cfg.patch_temporal, cfg.patch_spatial, cfg.patch_spatial)
         return memory.DiTGeometry(
             2 if request.guidance_scale > 1 else 1, memory.patches(request.latent_shape, patch),
-            cfg.model_channels, cfg.num_heads, int(cfg.model_channels * cfg.mlp_ratio), TEXT_LEN)
+            cfg.model_channels, cfg.num_heads, int(cfg.model_channels * cfg.mlp_ratio), TEXT_LEN,
+            split=True)
 
     def vae_geometry(self, request: Request) -> memory.VAEGeometry:
         return memory.wan_vae(self.release.configs["vae"], request)

@@ -1,7 +1,8 @@
-"""What a user gives a pipeline, checked with one clear error each: sizes, frame counts,
-numbers, images, initial noise (``--noise FILE.npy``), config files, prompts past the text
-encoder's length. :mod:`vidax.pipelines.base` builds its :class:`~vidax.pipelines.base.Request`
-from these; a family calls them for its own options."""
+"""What a user gives a pipeline, checked with one clear error each: sizes, frame counts, seeds,
+numbers, images, initial noise (``--noise FILE.npy``), config files, another family's release
+folder (:func:`recognise`), prompts past the text encoder's length.
+:mod:`vidax.pipelines.base` builds its :class:`~vidax.pipelines.base.Request` from these; a
+family calls them for its own options."""
 
 from __future__ import annotations
 
@@ -190,6 +191,37 @@ def _read_layout(array: np.ndarray, axes: str, sizes: dict) -> np.ndarray | None
                 axes = axes.replace("N", "THW")
             return a.transpose([axes.index(x) for x in "THWC"])
     return None
+
+
+# ----------------------------------------------------------------------------- releases
+def _class_name(path: Path) -> str:
+    """A diffusers ``config.json``'s ``_class_name`` ("" where there is none)."""
+    try:
+        return str(json.loads(path.read_text(encoding="utf-8")).get("_class_name", ""))
+    except (OSError, ValueError, AttributeError):
+        return ""
+
+
+#: The family name in messages -> (model_type, whether a folder is that family's release,
+#: by what only its releases hold: file and folder names, a diffusers ``_class_name``).
+RELEASES = {
+    "Wan2.1": ("wan2_1", lambda f: (f / "Wan2.1_VAE.pth").is_file() and not any(
+        (f / d).exists() for d in ("high_noise_model", "low_noise_model", "Wan2.2_VAE.pth"))),
+    "Wan2.2": ("wan2_2", lambda f: any((f / d).exists() for d in (
+        "high_noise_model", "low_noise_model", "Wan2.2_VAE.pth"))),
+    "Cosmos-Predict2.5": ("cosmos2_5", lambda f: any(f.glob("base/*/*_ema_bf16.pt"))
+                          or "Cosmos" in _class_name(f / "transformer" / "config.json")),
+    "CogVideoX": ("cogvideox",
+                  lambda f: "CogVideoX" in _class_name(f / "transformer" / "config.json")),
+    "HunyuanVideo": ("hunyuan_video", lambda f: (f / "hunyuan-video-t2v-720p").is_dir()),
+    "LTX-Video": ("ltx_video", lambda f: any(f.glob("ltxv-*.safetensors"))),
+}
+
+
+def recognise(folder: Path) -> list[str]:
+    """The families (names as :data:`RELEASES` spells them) whose release ``folder`` looks
+    like, from its file names alone (no weight, at most a ``config.json`` read)."""
+    return [name for name, (_, looks) in RELEASES.items() if looks(Path(folder))]
 
 
 def read_json_config(path: Path) -> dict:

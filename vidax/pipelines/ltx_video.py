@@ -510,9 +510,9 @@ class LTXVideoPipeline(PipelineBase):
             request = dataclasses.replace(request, draws=draws)
         factors = self.release.vae_scale_factors
         channels = self.release.configs["vae"].latent_channels
-        multiscale = (self.upsampler is not None if request.multiscale is None
-                      else request.multiscale)
-        if multiscale and self.upsampler is None:
+        has_upsampler = "upsampler" in self.release.specs   # known before it is loaded
+        multiscale = has_upsampler if request.multiscale is None else request.multiscale
+        if multiscale and not has_upsampler:
             raise VidaxError(f"the multi-scale pipeline needs the spatial upscaler "
                              f"({UPSAMPLER_PATTERN}) in {self.release.folder}")
         if request.stg_mode not in SKIP_LAYER_STRATEGIES:

@@ -51,7 +51,8 @@ def gib(n: float) -> str:
 class DiTGeometry:
     """One DiT step's shape: ``batch`` (2 with CFG), video ``tokens`` (plus ``joint`` text
     tokens in the same attention, CogVideoX / HunyuanVideo), ``dim``, ``heads``, ``ffn``
-    (the MLP's width), ``context`` (cross-attention tokens)."""
+    (the MLP's width), ``context`` (cross-attention tokens); ``split``: its self-attention
+    must split over a mesh's ``sp`` (``sequence_parallel=True``: Wan, Cosmos)."""
 
     batch: int
     tokens: int
@@ -60,6 +61,7 @@ class DiTGeometry:
     ffn: int
     context: int = 0
     joint: int = 0
+    split: bool = False
 
 
 @dataclass(frozen=True)

@@ -373,7 +373,7 @@ class WanPipeline(PipelineBase):
         cfg = self.component_config("dit")
         context = cfg.text_len + (FLF2V_CLIP_TOKENS if cfg.has_image_branch else 0)
         return memory.DiTGeometry(2, memory.patches(request.latent_shape, cfg.patch_size),
-                                  cfg.dim, cfg.num_heads, cfg.ffn_dim, context)
+                                  cfg.dim, cfg.num_heads, cfg.ffn_dim, context, split=True)
 
     def vae_geometry(self, request: Request):
         return memory.wan_vae(self.component_config("vae"), request)
