@@ -276,13 +276,14 @@ class _Lock:
 def _take_lock(folder: Path) -> _Lock | None:
     """The lock of ``folder`` (its lock file created if missing), or None if another
     process holds it or the folder went away."""
-    if fcntl is None:                   # pragma: no cover
-        return None
     name = folder / LOCK
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        fd = os.open(name, flags, 0o644)
     except (FileNotFoundError, NotADirectoryError):
         return None
+    if fcntl is None:                   # pragma: no cover - no flock: a lock file only
+        return _Lock(fd)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         # the last holder unlinks the file when done: the lock must be on the file there now
@@ -320,6 +321,8 @@ def _empty_and_remove(folder: Path, lock: _Lock) -> bool:
 
 def _clean_stale(out: Path) -> None:
     """Remove the hidden siblings of ``out`` that earlier, interrupted converts left."""
+    if fcntl is None:                   # pragma: no cover - liveness cannot be told
+        return
     pattern = _sibling_pattern(out)
     try:
         names = os.listdir(out.parent)
