@@ -89,6 +89,35 @@ def test_convert_casts_on_the_host(authors_file, tmp_path):
                                                      tmp_path / "cli16")).values()} == {"float16"}
 
 
+def test_the_marker_gives_back_the_exact_config_of_every_component():
+    """Read back field by field (tuples, ``X | None``, nested dataclasses), not through the
+    family's ``from_dict``, which reads the authors' keys: before, a converted LTX-Video,
+    diffusers-layout Wan, SigLIP, Gemma, ... folder did not load back."""
+    from vidax import registry
+
+    checked = 0
+    for spec in registry.specs():
+        for variant in ("tiny", *spec.variants):
+            cfg = spec.make_config(variant)
+            info = json.loads(json.dumps(converted.config_record(cfg)))
+            assert converted.stored_config("f", spec, info) == cfg, (spec.key, variant)
+            checked += 1
+    assert checked > 100
+    spec = registry.get("wan2_1", "dit")
+    info = converted.config_record(WanDiTConfig.tiny())
+    with pytest.raises(VidaxError, match="f/vidax_convert.json: written for a config of class "
+                                         "os.PathLike.*convert again"):
+        converted.stored_config("f", spec, info | {"config_class": "os.PathLike"})
+    with pytest.raises(VidaxError, match=r"does not fit this vidax's WanDiTConfig \(unknown "
+                                         r"fields gone\); convert again"):
+        converted.stored_config("f", spec, info | {"config": info["config"] | {"gone": 1}})
+    with pytest.raises(VidaxError, match="does not fit"):
+        converted.stored_config("f", spec, info | {"config": info["config"] | {
+            "patch_size": [1, 2]}})
+    old = {"config": info["config"]}                 # a marker written before config_class
+    assert converted.stored_config("f", spec, old) == WanDiTConfig.tiny()
+
+
 def test_a_bad_dtype_is_refused_before_anything(authors_file, tmp_path, monkeypatch, capsys):
     cfg, path = authors_file
     monkeypatch.setattr(convert, "open_checkpoint", _never)

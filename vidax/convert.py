@@ -50,7 +50,6 @@ that something else has written into meanwhile is kept).
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import hashlib
 import json
@@ -124,7 +123,7 @@ def convert(model_type: str, component: str, checkpoint, out, *, variant: str | 
                     "format_version": FORMAT_VERSION,
                     "model_type": spec.model_type, "component": spec.component,
                     "layout": spec.layout, "variant": variant,
-                    "config": dataclasses.asdict(config),
+                    **converted.config_record(config),
                     "dtype": None if cast is None else cast.name,
                     "source": [_fingerprint(f) for f in ckpt.files],
                     "verification": report.headline(),

@@ -8,7 +8,8 @@ A converted folder holds two files:
   (``blocks.0.self_attn.q.kernel``), already in the Flax layout and the chosen dtype; its
   ``__metadata__`` says ``{"vidax": "flax-layout"}`` (``METADATA``).
 * ``vidax_convert.json`` (``MARKER``, written last): format version (``FORMAT_VERSION``),
-  model_type, component, layout, variant, the config (``dataclasses.asdict``), the dtype, and the
+  model_type, component, layout, variant, the config (``dataclasses.asdict``, and its class's
+  name: ``config_record``; read back field by field, ``stored_config``), the dtype, and the
   size and SHA-256 of every source file.
 
 ``vidax.load(model_type, component, FOLDER)`` recognises the folder (``is_converted``) and skips
@@ -28,9 +29,12 @@ or ``.NAME.old-*`` name). Anything else -- a file of another name, a subfolder, 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import os
 import stat
+import types
+import typing
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -165,7 +169,7 @@ def open_converted(path, spec: registry.ComponentSpec, config=None):
     if have != spec.key[:2]:
         raise VidaxError(f"{path} was converted from a {' '.join(map(str, have))} checkpoint "
                          f"({info.get('layout')} layout), not {' '.join(spec.key[:2])}")
-    stored = spec.make_config(overrides=info["config"])
+    stored = stored_config(path, spec, info)
     if config is not None and config != stored:
         raise VidaxError(f"{path} was converted at config {stored}, not the requested "
                          f"{config}; convert again at that config")
@@ -175,6 +179,74 @@ def open_converted(path, spec: registry.ComponentSpec, config=None):
         raise VidaxError(f"{Path(path) / WEIGHTS} is not a vidax Flax-layout file "
                          f"(its metadata lacks vidax=flax-layout)")
     return stored, ckpt
+
+
+def config_record(config) -> dict:
+    """What the marker stores of a config: its fields (``dataclasses.asdict``) and the name
+    of its class, which :func:`stored_config` checks on reading."""
+    kind = type(config)
+    return {"config": dataclasses.asdict(config),
+            "config_class": f"{kind.__module__}.{kind.__qualname__}"}
+
+
+def stored_config(path, spec: registry.ComponentSpec, info: dict):
+    """The config a converted folder was written at, rebuilt field by field from the marker
+    (tuples, ``X | None`` and nested dataclasses restored from their JSON form by the
+    fields' annotations), so it equals the one converted. Not through the family's
+    ``from_dict``, which reads the authors' config keys, not the dataclass's fields. The class
+    is the one the component's configs have (the class named in the marker must be it;
+    nothing named in a marker is imported)."""
+    kind = type(spec.make_config("tiny"))
+    named = info.get("config_class")
+    if named is not None and named != f"{kind.__module__}.{kind.__qualname__}":
+        raise VidaxError(f"{Path(path) / MARKER}: written for a config of class {named}, "
+                         f"and this vidax's {spec.model_type} {spec.component} config is "
+                         f"{kind.__qualname__}; convert again")
+    try:
+        return _from_fields(kind, info.get("config"))
+    except (TypeError, ValueError) as e:
+        raise VidaxError(f"{Path(path) / MARKER}: its config does not fit this vidax's "
+                         f"{kind.__qualname__} ({e}); convert again") from None
+
+
+def _from_fields(kind: type, data):
+    if not isinstance(data, dict):
+        raise ValueError(f"{kind.__qualname__} is stored as {type(data).__name__}")
+    hints = typing.get_type_hints(kind)
+    fields = {f.name for f in dataclasses.fields(kind) if f.init}
+    unknown = sorted(set(data) - fields)
+    if unknown:
+        raise ValueError(f"unknown fields {', '.join(unknown)}")
+    return kind(**{name: _field(hints[name], value) for name, value in data.items()})
+
+
+def _field(hint, value):
+    """A JSON value back as the annotation says (a list as a tuple, a dict as a dataclass)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+        return _from_fields(hint, value)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        for arm in (a for a in args if a is not type(None)):
+            try:
+                return _field(arm, value)
+            except (TypeError, ValueError):
+                continue
+        raise ValueError(f"{value!r} is none of {hint}")
+    if origin is tuple and isinstance(value, list):
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_field(args[0], v) for v in value)
+        if args and len(args) != len(value):
+            raise ValueError(f"{value!r} does not have the {len(args)} entries of {hint}")
+        return tuple(_field(a, v) for a, v in zip(args, value)) if args else tuple(value)
+    if origin is list and isinstance(value, list):
+        return [_field(args[0], v) for v in value] if args else value
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return hint(value)
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
 
 
 def identity_plan(ckpt: Checkpoint) -> Plan:
