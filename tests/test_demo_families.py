@@ -4,11 +4,13 @@ real ``vidax generate`` on it, and prints a command that writes the same mp4 aga
 byte; ``vidax verify`` accepts every weight file the demo writes.
 
 The fast tests only write the folders (under a second each) and check them: the files and
-their dtypes, that ``vidax verify`` matches each weight file 1:1 from the CLI, that a second
-write gives the same files. The slow ones check that the tokenizer folders are read by
-transformers / sentencepiece exactly as vidax reads them (CogVideoX's ``spiece.model`` is
-written without sentencepiece; Cosmos' chat template must render the turns vidax renders
-itself), and run the demo (20-30 s each on two CPU cores) and its printed command.
+their dtypes, that ``vidax verify`` matches each weight file 1:1 from the CLI and ``vidax
+convert`` converts it (the converted folder loads), that a second write gives the same
+files. The slow ones check that the tokenizer folders are read by transformers /
+sentencepiece exactly as vidax reads them (CogVideoX's ``spiece.model`` is written without
+sentencepiece; Cosmos' chat template must render the turns vidax renders itself), and run
+the demo (20-30 s each on two CPU cores) and its printed command, in process and, once, in a
+fresh process.
 """
 
 from __future__ import annotations
@@ -280,7 +282,6 @@ KNOWN_LOAD_GAPS = {("wan2_1", "vae", "diffusers"): "unknown AutoencoderKLWan con
                    ("clip", "text_encoder", "transformers"): "CLIP text config has no"}
 
 
-@pytest.mark.slow
 def test_every_weight_file_converts_from_the_cli(written, tmp_path, capsys):
     """``vidax convert`` with the registry spec each file was recorded under (its layout
     named: vidax convert's default layout is the authors' own), then ``vidax.load`` of the
