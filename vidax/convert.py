@@ -5,7 +5,8 @@ marker, written last), what counts as a vidax cache folder, and the reader that 
 uses to recognise such a folder and skip the mapper, are in ``vidax.translator.io.converted``;
 this module writes it, taking the format's names from there. The safetensors file is written
 by streaming, one tensor in memory at a time, so a converted 14B DiT needs no more host memory
-than its largest tensor.
+than its largest tensor; each tensor is checked finite as it is written (NaN or Inf is refused
+with its stored key named, as ``vidax.load`` refuses it).
 
 Order: everything a user can get wrong is checked before a weight is read -- the dtype
 (``vidax.dtypes``), the component and variant, and ``out``: what is there now, and whether a

@@ -12,6 +12,9 @@ A converted folder holds two files:
   name: ``config_record``; read back field by field, ``stored_config``), the dtype, and the
   size and SHA-256 of every source file.
 
+(and, for an instant after the rename or if the writer was killed then, its empty lock file
+``LOCK``, which readers ignore.)
+
 ``vidax.load(model_type, component, FOLDER)`` recognises the folder (``is_converted``) and skips
 the mapper: the tensors are matched 1:1 against the model's abstract tree by path
 (``identity_plan``; still verified, still placed block by block from the memory map).
@@ -82,7 +85,7 @@ def survey(path) -> Survey:
         st = os.lstat(path)
     except FileNotFoundError:
         return Survey("missing", "nothing")
-    except OSError as e:                  # what cannot be looked at is not known to be ours
+    except OSError as e:  # what cannot be looked at is not known to be ours
         return Survey("foreign", f"a path vidax cannot look at ({e.strerror or e})")
     if stat.S_ISLNK(st.st_mode):
         try:
@@ -103,18 +106,20 @@ def survey(path) -> Survey:
     for name in names:
         try:
             regular = name in FILES and stat.S_ISREG(os.lstat(path / name).st_mode)
-        except FileNotFoundError:         # removed while we looked: not there
+        except FileNotFoundError:  # removed while we looked: not there
             continue
         except OSError:
             regular = False
         if not regular:
             others.append(name + ("/" if (path / name).is_dir() else ""))
     if others:
-        shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5
-                                         else "")
-        return Survey("foreign", f"a folder holding {len(others)} entr"
-                                 f"{'y' if len(others) == 1 else 'ies'} vidax does not write "
-                                 f"({shown})")
+        shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+        return Survey(
+            "foreign",
+            f"a folder holding {len(others)} entr"
+            f"{'y' if len(others) == 1 else 'ies'} vidax does not write "
+            f"({shown})",
+        )
     if MARKER not in names:
         return Survey("partial", "a partial vidax cache folder (no marker)")
     if not _is_marker(path / MARKER):
@@ -153,9 +158,11 @@ def read_info(path) -> dict:
     except (OSError, ValueError) as e:
         raise VidaxError(f"{marker}: not a readable vidax convert marker ({e})") from None
     if not isinstance(info, dict) or info.get("format_version") != FORMAT_VERSION:
-        raise VidaxError(f"{marker}: unknown converted-folder format "
-                         f"{info.get('format_version') if isinstance(info, dict) else info!r} "
-                         f"(this vidax writes version {FORMAT_VERSION}); convert again")
+        raise VidaxError(
+            f"{marker}: unknown converted-folder format "
+            f"{info.get('format_version') if isinstance(info, dict) else info!r} "
+            f"(this vidax writes version {FORMAT_VERSION}); convert again"
+        )
     return info
 
 
@@ -167,17 +174,23 @@ def open_converted(path, spec: registry.ComponentSpec, config=None):
     # under the model's own paths.
     have = (info.get("model_type"), info.get("component"))
     if have != spec.key[:2]:
-        raise VidaxError(f"{path} was converted from a {' '.join(map(str, have))} checkpoint "
-                         f"({info.get('layout')} layout), not {' '.join(spec.key[:2])}")
+        raise VidaxError(
+            f"{path} was converted from a {' '.join(map(str, have))} checkpoint "
+            f"({info.get('layout')} layout), not {' '.join(spec.key[:2])}"
+        )
     stored = stored_config(path, spec, info)
     if config is not None and config != stored:
-        raise VidaxError(f"{path} was converted at config {stored}, not the requested "
-                         f"{config}; convert again at that config")
+        raise VidaxError(
+            f"{path} was converted at config {stored}, not the requested "
+            f"{config}; convert again at that config"
+        )
     ckpt = open_checkpoint(Path(path) / WEIGHTS)
     if not is_converted_checkpoint(ckpt):
         ckpt.close()
-        raise VidaxError(f"{Path(path) / WEIGHTS} is not a vidax Flax-layout file "
-                         f"(its metadata lacks vidax=flax-layout)")
+        raise VidaxError(
+            f"{Path(path) / WEIGHTS} is not a vidax Flax-layout file "
+            f"(its metadata lacks vidax=flax-layout)"
+        )
     return stored, ckpt
 
 
@@ -185,8 +198,10 @@ def config_record(config) -> dict:
     """What the marker stores of a config: its fields (``dataclasses.asdict``) and the name
     of its class, which :func:`stored_config` checks on reading."""
     kind = type(config)
-    return {"config": dataclasses.asdict(config),
-            "config_class": f"{kind.__module__}.{kind.__qualname__}"}
+    return {
+        "config": dataclasses.asdict(config),
+        "config_class": f"{kind.__module__}.{kind.__qualname__}",
+    }
 
 
 def stored_config(path, spec: registry.ComponentSpec, info: dict):
@@ -199,14 +214,18 @@ def stored_config(path, spec: registry.ComponentSpec, info: dict):
     kind = type(spec.make_config("tiny"))
     named = info.get("config_class")
     if named is not None and named != f"{kind.__module__}.{kind.__qualname__}":
-        raise VidaxError(f"{Path(path) / MARKER}: written for a config of class {named}, "
-                         f"and this vidax's {spec.model_type} {spec.component} config is "
-                         f"{kind.__qualname__}; convert again")
+        raise VidaxError(
+            f"{Path(path) / MARKER}: written for a config of class {named}, "
+            f"and this vidax's {spec.model_type} {spec.component} config is "
+            f"{kind.__qualname__}; convert again"
+        )
     try:
         return _from_fields(kind, info.get("config"))
     except (TypeError, ValueError) as e:
-        raise VidaxError(f"{Path(path) / MARKER}: its config does not fit this vidax's "
-                         f"{kind.__qualname__} ({e}); convert again") from None
+        raise VidaxError(
+            f"{Path(path) / MARKER}: its config does not fit this vidax's "
+            f"{kind.__qualname__} ({e}); convert again"
+        ) from None
 
 
 def _from_fields(kind: type, data):
@@ -253,7 +272,8 @@ def identity_plan(ckpt: Checkpoint) -> Plan:
     """The plan of a converted file: every tensor is the parameter of its own name."""
     plan = Plan()
     for key, ref in ckpt.items():
-        plan.targets[key] = Target(key, (Source(key),), None, None, "none", None,
-                                   tuple(ref.shape), str(ref.dtype))
+        plan.targets[key] = Target(
+            key, (Source(key),), None, None, "none", None, tuple(ref.shape), str(ref.dtype)
+        )
         plan.consumed.add(key)
     return plan
