@@ -6,8 +6,9 @@ layout holds only the released 2B / 14B networks): ``model_index.json``; ``trans
 and ``text_encoder/`` (Cosmos-Reason1, a ``Qwen2_5_VLForConditionalGeneration`` with its vision
 tower, bfloat16), each a ``config.json`` and a safetensors file as ``save_pretrained`` writes
 them; ``scheduler/scheduler_config.json`` (UniPC over Karras flow sigmas); a Qwen2.5-VL
-``tokenizer/`` folder -- a byte-level BPE ``tokenizer.json`` with Qwen's special tokens and a
-``tokenizer_config.json`` holding a chat template that renders Qwen2.5-VL's format. Key
+``tokenizer/`` folder -- a byte-level BPE ``tokenizer.json`` with Qwen's special tokens (and
+its ``vocab.json`` / ``merges.txt``), a ``tokenizer_config.json`` holding a chat template that
+renders Qwen2.5-VL's format. Key
 names, shapes and configs: recorded from diffusers' and transformers' classes in
 ``vidax/data/tiny/cosmos2_5.json``.
 """
@@ -15,6 +16,7 @@ names, shapes and configs: recorded from diffusers' and transformers' classes in
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 
 import numpy as np
@@ -77,6 +79,7 @@ def write(folder: Path) -> None:
         config={"bos_token": None, "unk_token": None, "model_max_length": 131072,
                 "tokenizer_class": "Qwen2Tokenizer", "chat_template": CHAT_TEMPLATE,
                 "clean_up_tokenization_spaces": False, "errors": "replace"})
+    _write_vocab_and_merges(folder / "tokenizer", tok)
     configs = {key: copy.deepcopy(entry["config"]) for key, entry in layout.items()}
     text = configs["text_encoder"]   # its token ids are the tokenizer's
     ids = {t: tok.token_to_id(t) for t in SPECIAL_TOKENS}
@@ -94,6 +97,16 @@ def write(folder: Path) -> None:
         common.write_json(path.parent / "config.json", configs[key])
     for name, config in layout["dit"]["release_files"].items():
         common.write_json(folder / name, config)
+
+
+def _write_vocab_and_merges(folder: Path, tok) -> None:
+    """``vocab.json`` and ``merges.txt``: the BPE's vocabulary and merges in the files a
+    Qwen2 tokenizer folder also ships (the slow tokenizer's), from ``tokenizer.json``."""
+    model = json.loads(tok.to_str())["model"]
+    common.write_json(folder / "vocab.json", model["vocab"])
+    lines = "".join(f"{a} {b}\n" for a, b in model["merges"])
+    common._atomic(folder / "merges.txt",
+                   lambda tmp: Path(tmp).write_text("#version: 0.2\n" + lines))
 
 
 def _dtype(entry) -> np.dtype:
