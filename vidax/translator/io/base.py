@@ -9,6 +9,7 @@ import mmap
 import os
 import reprlib
 import stat
+import struct
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -217,6 +218,26 @@ def _read_small_file(path: str, limit: int, what: str) -> bytes:
     if len(data) > limit:
         raise CheckpointError(path, f"{what} is larger than the {limit // 1_000_000} MB limit.")
     return data
+
+
+def _zip_directory_size(source: _MappedFile) -> int:
+    """The most bytes of central directory that zipfile could parse: the largest size declared by
+    any end record in the file's tail, where zipfile looks for them (or by a zip64 record a
+    locator there points to), and at most the file itself."""
+    start = max(source.size - (1 << 16) - 22 - 20 - 56, 0)  # a comment, the zip64 records
+    tail, sizes = source.read(start, source.size - start), [0]
+    at = tail.find(b"PK\x05\x06")
+    while 0 <= at <= len(tail) - 16:
+        sizes.append(struct.unpack_from("<I", tail, at + 12)[0])
+        at = tail.find(b"PK\x05\x06", at + 1)
+    at = tail.find(b"PK\x06\x07")
+    while 0 <= at <= len(tail) - 16:
+        for offset in (start + at - 56, struct.unpack_from("<Q", tail, at + 8)[0]):
+            record = source.read(offset, 56) if 0 <= offset < source.size else b""
+            if len(record) == 56 and record[:4] == b"PK\x06\x06":
+                sizes.append(struct.unpack_from("<Q", record, 40)[0])
+        at = tail.find(b"PK\x06\x07", at + 1)
+    return min(max(sizes), source.size)
 
 
 class _ReadCounter:

@@ -14,6 +14,7 @@ import collections
 import io
 import math
 import pickle
+import pickletools
 import re
 import struct
 import zipfile
@@ -31,10 +32,14 @@ from vidax.translator.io.base import (
     _MappedFile,
     _ReadCounter,
     _show,
+    _zip_directory_size,
 )
 
 _MAX_TENSOR_BYTES = 2**62  # beyond any real tensor; keeps numpy's index arithmetic in int64
 _MAX_NDIM = 64  # numpy's limit (NPY_MAXDIMS)
+# The zip's central directory, which zipfile parses whole into ZipInfo objects (~500 bytes and a
+# few microseconds each): torch.save writes ~100 bytes a storage, so this admits ~150k storages.
+_MAX_ZIP_DIRECTORY = 16 * 2**20
 _MAX_EXTRAS_DEPTH = 64  # nesting of the non-tensor entries of a pth state dict
 
 
@@ -204,7 +209,7 @@ class _RestrictedUnpickler(pickle.Unpickler):
 # a few thousand, a training checkpoint with EMA and two Adam moments ~4x its model's; the limits
 # admit ~150k tensors in one file, while the worst pickle within them costs a few seconds and a few
 # hundred MB (each opcode makes at most one object, of at most a few hundred bytes).
-_MAX_PICKLE_BYTES = 256 * 2**20
+_MAX_PICKLE_BYTES = 128 * 2**20
 _MAX_PICKLE_OPCODES = 5_000_000
 _MAX_PICKLE_OBJECTS = 1_250_000  # containers and calls: tuples, lists, dicts, sets, REDUCE ...
 # The state dict's other entries as a tree (a shared object counted at each reference): real ones
@@ -216,89 +221,62 @@ _MAX_EXTRAS_NODES = 5_000_000
 _KEY, _BIG_INT, _TUPLE, _LIST, _DICT, _SET, _FROZENSET, _OBJECT = range(1, 9)
 _KINDS = ("", "", "an int of more than 55 bits", "a tuple", "a list", "a dict", "a set",
           "a frozenset", "an object")  # fmt: skip
-# How an opcode's argument is laid out: none, fixed width, a length of that width then the data,
-# a line, two lines. Then what the opcode does to the stack.
+# How an opcode's argument is laid out (from pickletools' description of each opcode): none, a
+# fixed width, a length of that width then the data, a line, two lines.
 _NO_ARG, _FIXED, _SIZED, _LINE, _LINES = range(5)
-_PUSH, _INT, _POP_N, _POP_MARK, _SETITEM, _GET, _PUT, _POP, _DUP, _MARK, _FRAME, _STOP, _EXT = (
-    range(1, 14)
-)
-_OPCODES = {  # code: (name, argument, width, action, parameter); pickletools documents each
-    "I": ("INT", _LINE, 0, _INT, None),
-    "L": ("LONG", _LINE, 0, _INT, None),
-    "\x8a": ("LONG1", _SIZED, 1, _INT, None),
-    "\x8b": ("LONG4", _SIZED, 4, _INT, None),
-    "J": ("BININT", _FIXED, 4, _PUSH, _KEY),
-    "K": ("BININT1", _FIXED, 1, _PUSH, _KEY),
-    "M": ("BININT2", _FIXED, 2, _PUSH, _KEY),
-    "S": ("STRING", _LINE, 0, _PUSH, _KEY),
-    "T": ("BINSTRING", _SIZED, 4, _PUSH, _KEY),
-    "U": ("SHORT_BINSTRING", _SIZED, 1, _PUSH, _KEY),
-    "B": ("BINBYTES", _SIZED, 4, _PUSH, _KEY),
-    "C": ("SHORT_BINBYTES", _SIZED, 1, _PUSH, _KEY),
-    "\x8e": ("BINBYTES8", _SIZED, 8, _PUSH, _KEY),
-    "V": ("UNICODE", _LINE, 0, _PUSH, _KEY),
-    "\x8c": ("SHORT_BINUNICODE", _SIZED, 1, _PUSH, _KEY),
-    "X": ("BINUNICODE", _SIZED, 4, _PUSH, _KEY),
-    "\x8d": ("BINUNICODE8", _SIZED, 8, _PUSH, _KEY),
-    "F": ("FLOAT", _LINE, 0, _PUSH, _KEY),
-    "G": ("BINFLOAT", _FIXED, 8, _PUSH, _KEY),
-    "N": ("NONE", _NO_ARG, 0, _PUSH, _KEY),
-    "\x88": ("NEWTRUE", _NO_ARG, 0, _PUSH, _KEY),
-    "\x89": ("NEWFALSE", _NO_ARG, 0, _PUSH, _KEY),
-    "\x96": ("BYTEARRAY8", _SIZED, 8, _PUSH, _OBJECT),
-    "]": ("EMPTY_LIST", _NO_ARG, 0, _PUSH, _LIST),
-    ")": ("EMPTY_TUPLE", _NO_ARG, 0, _PUSH, _TUPLE),
-    "}": ("EMPTY_DICT", _NO_ARG, 0, _PUSH, _DICT),
-    "\x8f": ("EMPTY_SET", _NO_ARG, 0, _PUSH, _SET),
-    "c": ("GLOBAL", _LINES, 0, _PUSH, _OBJECT),
-    "P": ("PERSID", _LINE, 0, _PUSH, _OBJECT),
-    "\x97": ("NEXT_BUFFER", _NO_ARG, 0, _PUSH, _OBJECT),
-    # (items popped, what is pushed: a kind, or None to leave the item below them on top)
-    "a": ("APPEND", _NO_ARG, 0, _POP_N, (1, None)),
-    "b": ("BUILD", _NO_ARG, 0, _POP_N, (1, None)),
-    "\x85": ("TUPLE1", _NO_ARG, 0, _POP_N, (1, _TUPLE)),
-    "\x86": ("TUPLE2", _NO_ARG, 0, _POP_N, (2, _TUPLE)),
-    "\x87": ("TUPLE3", _NO_ARG, 0, _POP_N, (3, _TUPLE)),
-    "R": ("REDUCE", _NO_ARG, 0, _POP_N, (2, _OBJECT)),
-    "\x93": ("STACK_GLOBAL", _NO_ARG, 0, _POP_N, (2, _OBJECT)),
-    "\x81": ("NEWOBJ", _NO_ARG, 0, _POP_N, (2, _OBJECT)),
-    "\x92": ("NEWOBJ_EX", _NO_ARG, 0, _POP_N, (3, _OBJECT)),
-    "Q": ("BINPERSID", _NO_ARG, 0, _POP_N, (1, _OBJECT)),
-    "\x98": ("READONLY_BUFFER", _NO_ARG, 0, _POP_N, (1, _OBJECT)),
-    # (what is pushed or None; which popped items are keys: 0 none, 1 all, 2 every other one;
-    # whether the item below the mark is the container they go into)
-    "t": ("TUPLE", _NO_ARG, 0, _POP_MARK, (_TUPLE, 0, False)),
-    "l": ("LIST", _NO_ARG, 0, _POP_MARK, (_LIST, 0, False)),
-    "d": ("DICT", _NO_ARG, 0, _POP_MARK, (_DICT, 2, False)),
-    "\x91": ("FROZENSET", _NO_ARG, 0, _POP_MARK, (_FROZENSET, 1, False)),
-    "i": ("INST", _LINES, 0, _POP_MARK, (_OBJECT, 0, False)),
-    "o": ("OBJ", _NO_ARG, 0, _POP_MARK, (_OBJECT, 0, False)),
-    "1": ("POP_MARK", _NO_ARG, 0, _POP_MARK, (None, 0, False)),
-    "e": ("APPENDS", _NO_ARG, 0, _POP_MARK, (None, 0, True)),
-    "u": ("SETITEMS", _NO_ARG, 0, _POP_MARK, (None, 2, True)),
-    "\x90": ("ADDITEMS", _NO_ARG, 0, _POP_MARK, (None, 1, True)),
-    "s": ("SETITEM", _NO_ARG, 0, _SETITEM, None),
-    "0": ("POP", _NO_ARG, 0, _POP, None),
-    "2": ("DUP", _NO_ARG, 0, _DUP, None),
-    "(": ("MARK", _NO_ARG, 0, _MARK, None),
-    "g": ("GET", _LINE, 0, _GET, None),
-    "h": ("BINGET", _FIXED, 1, _GET, None),
-    "j": ("LONG_BINGET", _FIXED, 4, _GET, None),
-    "p": ("PUT", _LINE, 0, _PUT, None),
-    "q": ("BINPUT", _FIXED, 1, _PUT, None),
-    "r": ("LONG_BINPUT", _FIXED, 4, _PUT, None),
-    "\x94": ("MEMOIZE", _NO_ARG, 0, _PUT, None),
-    "\x95": ("FRAME", _FIXED, 8, _FRAME, None),
-    "\x80": ("PROTO", _FIXED, 1, None, None),
-    ".": ("STOP", _NO_ARG, 0, _STOP, None),
-    # copyreg's process-wide extension registry, looked up without find_class
-    "\x82": ("EXT1", _FIXED, 1, _EXT, None),
-    "\x83": ("EXT2", _FIXED, 2, _EXT, None),
-    "\x84": ("EXT4", _FIXED, 4, _EXT, None),
+_SIZE_WIDTHS = {
+    getattr(pickletools, f"TAKEN_FROM_ARGUMENT{n}"): int(n[0]) for n in "1 4 4U 8U".split()
 }
-_OPCODE_TABLE: list[tuple | None] = [None] * 256
-for _code, _entry in _OPCODES.items():
-    _OPCODE_TABLE[ord(_code)] = _entry
+# What each opcode does to the stack, and the action's parameter: for _PUSH the kind pushed; for
+# _POP_N (items popped, the kind pushed or None to leave the item below them on top); for
+# _POP_MARK (the kind pushed or None; which of the items are keys: 0 none, 1 all, 2 every other
+# one; whether the item below the mark is the container they go into).
+_PUSH, _INT, _POP_N, _POP_MARK, _SETITEM, _GET, _PUT, _POP, _DUP, _MARK, _STOP, _EXT = range(1, 13)
+_SCALARS = "BININT BININT1 BININT2 STRING BINSTRING SHORT_BINSTRING BINBYTES SHORT_BINBYTES "
+_SCALARS += "BINBYTES8 UNICODE SHORT_BINUNICODE BINUNICODE BINUNICODE8 FLOAT BINFLOAT NONE "
+_SCALARS += "NEWTRUE NEWFALSE"
+_ACTIONS = {
+    **dict.fromkeys(_SCALARS.split(), (_PUSH, _KEY)),
+    **dict.fromkeys(("INT", "LONG", "LONG1", "LONG4"), (_INT, None)),
+    **dict.fromkeys(("GLOBAL", "PERSID", "NEXT_BUFFER", "BYTEARRAY8"), (_PUSH, _OBJECT)),
+    **{f"EMPTY_{k.upper()}": (_PUSH, v) for k, v in (("list", _LIST), ("tuple", _TUPLE))},
+    **{f"EMPTY_{k.upper()}": (_PUSH, v) for k, v in (("dict", _DICT), ("set", _SET))},
+    **{"APPEND": (_POP_N, (1, None)), "BUILD": (_POP_N, (1, None))},
+    **{f"TUPLE{n}": (_POP_N, (n, _TUPLE)) for n in (1, 2, 3)},
+    **dict.fromkeys(("REDUCE", "STACK_GLOBAL", "NEWOBJ"), (_POP_N, (2, _OBJECT))),
+    **{"NEWOBJ_EX": (_POP_N, (3, _OBJECT)), "BINPERSID": (_POP_N, (1, _OBJECT))},
+    "READONLY_BUFFER": (_POP_N, (1, _OBJECT)),
+    **{"TUPLE": (_POP_MARK, (_TUPLE, 0, False)), "LIST": (_POP_MARK, (_LIST, 0, False))},
+    **{"DICT": (_POP_MARK, (_DICT, 2, False)), "FROZENSET": (_POP_MARK, (_FROZENSET, 1, False))},
+    **dict.fromkeys(("INST", "OBJ"), (_POP_MARK, (_OBJECT, 0, False))),
+    **{"POP_MARK": (_POP_MARK, (None, 0, False)), "APPENDS": (_POP_MARK, (None, 0, True))},
+    **{"SETITEMS": (_POP_MARK, (None, 2, True)), "ADDITEMS": (_POP_MARK, (None, 1, True))},
+    **{"SETITEM": (_SETITEM, None), "POP": (_POP, None), "DUP": (_DUP, None)},
+    **{"MARK": (_MARK, None), "STOP": (_STOP, None)},
+    **dict.fromkeys(("GET", "BINGET", "LONG_BINGET"), (_GET, None)),
+    **dict.fromkeys(("PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE"), (_PUT, None)),
+    **{"PROTO": (None, None), "FRAME": (None, None)},  # frames: only a length, checked on loading
+    # copyreg's process-wide extension registry, looked up without find_class
+    **dict.fromkeys(("EXT1", "EXT2", "EXT4"), (_EXT, None)),
+}
+_OPCODE_TABLE: list[tuple | None] = [None] * 256  # an opcode not in _ACTIONS is refused
+for _op in pickletools.opcodes:
+    if _op.name in _ACTIONS:
+        if _op.arg is None:
+            _layout = (_NO_ARG, 0)
+        elif _op.arg.n >= 0:
+            _layout = (_FIXED, _op.arg.n)
+        elif _op.arg.n == pickletools.UP_TO_NEWLINE:
+            _layout = (_LINES if _op.arg.name == "stringnl_noescape_pair" else _LINE, 0)
+        else:
+            _layout = (_SIZED, _SIZE_WIDTHS[_op.arg.n])
+        _OPCODE_TABLE[ord(_op.code)] = (_op.name, *_layout, *_ACTIONS[_op.name])
+
+
+_LIMITS = (
+    ". vidax bounds what reading a pickle may cost; torch.save writes ~30 opcodes and ~8 objects "
+    "a tensor, so real checkpoints stay far below the limits"
+)
 
 
 class _Refused(ValueError):
@@ -345,7 +323,7 @@ def _scan_pickle(data: bytes) -> None:
         name, arg, width, action, param = entry
         ops += 1
         if ops > _MAX_PICKLE_OPCODES:
-            fail(f"runs more than the {_MAX_PICKLE_OPCODES:,} opcodes vidax allows", False)
+            fail(f"runs more than the {_MAX_PICKLE_OPCODES:,} opcodes vidax allows", False, _LIMITS)
         start = pos + 1
         if arg == _NO_ARG:
             end = start
@@ -438,9 +416,6 @@ def _scan_pickle(data: bytes) -> None:
             if height <= fence:
                 fail("DUP finds nothing to copy")
             stack.append(stack[-1])
-        elif action == _FRAME:
-            if int.from_bytes(data[start:end], "little") > size - end:
-                fail("a FRAME runs past the end of the stream")
         elif action == _STOP:
             if height <= fence:
                 fail("STOP finds no object to return")
@@ -448,7 +423,9 @@ def _scan_pickle(data: bytes) -> None:
         elif action == _EXT:
             raise _Refused(f"uses the {name} opcode, which torch.save never writes")
         if objects > _MAX_PICKLE_OBJECTS:
-            fail(f"makes more than the {_MAX_PICKLE_OBJECTS:,} objects vidax allows", False)
+            fail(
+                f"makes more than the {_MAX_PICKLE_OBJECTS:,} objects vidax allows", False, _LIMITS
+            )
         pos = end
 
 
@@ -482,8 +459,17 @@ class _Archive:
     def __init__(self, source: _MappedFile):
         self.source = source
         path = source.path
+        directory = _zip_directory_size(source)
+        if directory > _MAX_ZIP_DIRECTORY:
+            raise CheckpointError(
+                path,
+                f"its zip directory holds up to {directory:,} bytes, more than the "
+                f"{_MAX_ZIP_DIRECTORY // 2**20} MiB vidax reads (torch.save writes ~100 bytes a "
+                "storage).",
+            )
         try:
-            with zipfile.ZipFile(path) as archive:
+            # the descriptor already checked to be a regular file, not the path once more
+            with zipfile.ZipFile(source._file) as archive:
                 infos = archive.infolist()
         except Exception as e:  # zipfile raises many types on a corrupt directory
             problem = f"{type(e).__name__}: {e}"
@@ -629,66 +615,84 @@ def _open_pth(
     return Checkpoint(given, "pth", tensors, sources=[source], counter=counter, extras=extras)
 
 
+_CONTAINERS = {list, tuple, dict, collections.OrderedDict}
+_TOO_MANY = (
+    f"too large: the entries besides the tensors hold more than {_MAX_EXTRAS_NODES:,} values "
+    "once each shared reference is counted where it appears (a pickle can describe 10**30 of "
+    "them in a few hundred bytes)"
+)
+
+
 class _ExtrasWalk:
     """The state dict's other entries, each tensor in their lists/tuples/dicts made a TensorRef
     named by its place.
 
     What a pickle builds is a graph, not a tree: one object can be referenced from many places, so
     a few hundred bytes describe a tree of 10**30 nodes (lists of lists, each referencing the one
-    before many times). Each container is rebuilt once, however often it is referenced (a shared
-    one stays shared), and its size as a tree is added up at each reference: past
-    ``_MAX_EXTRAS_NODES`` in all, nesting past ``_MAX_EXTRAS_DEPTH``, or a container inside itself
-    -> ``_Malformed``.
+    before many times). Each container is walked once, however often it is referenced (a copy is
+    made only of one holding tensors, and a shared one stays shared); its size as a tree is added
+    up at each reference: past ``_MAX_EXTRAS_NODES`` in all, nesting past ``_MAX_EXTRAS_DEPTH``,
+    or a container inside itself -> ``_Malformed``.
     """
 
     def __init__(self, make_ref: Callable):
         self.make_ref = make_ref
-        self.done: dict[int, tuple[object, int]] = {}  # id -> (rebuilt, nodes as a tree)
-        self.inside: set[int] = set()  # ids of the containers being rebuilt
+        self.done: dict[int, tuple[object, int]] = {}  # id -> (result, nodes as a tree)
+        self.inside: set[int] = set()  # ids of the containers being walked
         self.nodes = 0
 
     def rebuild(self, value: object, name: str) -> object:
-        rebuilt, nodes = self._rebuild(value, name, 0)
+        if type(value) is _TensorRecord:
+            result, nodes = self.make_ref(name, value), 1
+        elif type(value) in _CONTAINERS:
+            result, nodes = self._walk(value, name, 0)
+        else:
+            result, nodes = value, 1
         self.nodes += nodes
         if self.nodes > _MAX_EXTRAS_NODES:
-            raise _Malformed(self._too_many())
-        return rebuilt
+            raise _Malformed(_TOO_MANY)
+        return result
 
-    def _too_many(self) -> str:
-        return (
-            f"part of more than {_MAX_EXTRAS_NODES:,} values once its shared references are "
-            "counted at each place (a pickle can describe such a tree in a few hundred bytes)"
-        )
+    @staticmethod
+    def _name(place: tuple | str) -> str:
+        parts = []
+        while type(place) is tuple:  # (the parent's place, key or index, whether an index)
+            place, key, index = place
+            parts.append(f"[{key}]" if index else f".{key if type(key) is str else _show(key)}")
+        return place + "".join(reversed(parts))
 
-    def _rebuild(self, value: object, name: str, depth: int) -> tuple[object, int]:
-        if type(value) is _TensorRecord:
-            return self.make_ref(name, value), 1
-        if type(value) not in (list, tuple, dict, collections.OrderedDict):
-            return value, 1
-        key = id(value)
-        if key in self.done:
-            return self.done[key]
+    def _walk(self, value: Any, place: tuple | str, depth: int) -> tuple[object, int]:
+        key, done, make_ref, containers = id(value), self.done, self.make_ref, _CONTAINERS
+        if key in done:
+            return done[key]
         if key in self.inside:
             raise _Malformed("a container that contains itself")
         if depth == _MAX_EXTRAS_DEPTH:
             raise _Malformed(f"nested more than {_MAX_EXTRAS_DEPTH} levels deep")
         self.inside.add(key)
-        nodes, items = 1, []
-        if isinstance(value, dict):
-            for k, v in value.items():
-                item, n = self._rebuild(v, f"{name}.{k if type(k) is str else _show(k)}", depth + 1)
-                items.append((k, item))
-                nodes += n
-        else:
-            for i, v in enumerate(value):
-                item, n = self._rebuild(v, f"{name}[{i}]", depth + 1)
-                items.append(item)
-                nodes += n
+        nodes, changes, index = 1 + len(value), [], type(value) in (list, tuple)
+        for k, v in enumerate(value) if index else value.items():
+            kind = type(v)
+            if kind is _TensorRecord:
+                changes.append((k, make_ref(self._name((place, k, index)), v)))
+            elif kind in containers:
+                result, n = (
+                    done[id(v)] if id(v) in done else self._walk(v, (place, k, index), depth + 1)
+                )
+                if result is not v:
+                    changes.append((k, result))
+                nodes += n - 1
         if nodes > _MAX_EXTRAS_NODES:
-            raise _Malformed(self._too_many())
+            raise _Malformed(_TOO_MANY)
         self.inside.discard(key)
-        self.done[key] = type(value)(items), nodes
-        return self.done[key]
+        result = value
+        if changes:
+            result = type(value)(value) if not index else list(value)
+            for k, v in changes:
+                result[k] = v
+            result = tuple(result) if type(value) is tuple else result
+        done[key] = result, nodes
+        return result, nodes
 
 
 # Keys under which training code nests a model's state dict, in the order "auto" tries them; the EMA
