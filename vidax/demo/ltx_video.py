@@ -24,6 +24,8 @@ WORDS = ("a an the red fox cat dog bird runs walks jumps across over through sno
          "wide shot cinematic light blurry jittery worst quality distorted").split()
 #: T5's special tokens in id order (<pad> 0, </s> 1, <unk> 2); its tokenizer appends </s>.
 SPECIALS = {"pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>"}
+# A release file of no known name gets the dev model's settings, whose schedule skips its final
+# steps (4 asked, 1 runs); each further guidance kind (STG's skipped blocks) costs a compile.
 GENERATE = ("--prompt", PROMPT, "--frames", "9", "--size", "64x32", "--steps", "4",
             "--seed", str(SEED), "--fps", "24")
 
