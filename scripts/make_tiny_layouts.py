@@ -250,7 +250,7 @@ COGVIDEOX_T5 = dict(vocab_size=160, d_model=32, d_kv=8, d_ff=64, num_layers=2, n
 COSMOS_TEXT = dict(vocab_size=1536, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
                    num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-6,
                    rope_theta=1e6, rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]},
-                   bos_token_id=0, eos_token_id=0)  # the demo sets its tokenizer's ids
+                   bos_token_id=0, eos_token_id=0)  # replaced by _set_token_ids
 COSMOS_VISION = dict(depth=1, hidden_size=32, intermediate_size=48, num_heads=2,
                      out_hidden_size=64, fullatt_block_indexes=[0])
 HUNYUAN_LLAMA = dict(vocab_size=1024, hidden_size=32, intermediate_size=48, num_hidden_layers=3,
@@ -259,7 +259,7 @@ HUNYUAN_LLAMA = dict(vocab_size=1024, hidden_size=32, intermediate_size=48, num_
 HUNYUAN_CLIP_TEXT = dict(vocab_size=160, hidden_size=24, intermediate_size=48,
                          num_hidden_layers=2, num_attention_heads=2, max_position_embeddings=77,
                          projection_dim=24, bos_token_id=0, eos_token_id=0,
-                         pad_token_id=0)  # the demo sets its tokenizer's ids
+                         pad_token_id=0)  # replaced by _set_token_ids
 HUNYUAN_CLIP_VISION = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
                            num_attention_heads=2, image_size=28, patch_size=14,
                            projection_dim=24)
@@ -290,6 +290,19 @@ def _saved(model, dtype, file: str, spec: list[str]) -> dict:
     names = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
     return {"file": file, "dtype": names[dtypes.pop()], "config": config, "spec": spec,
             "tensors": tensors}
+
+
+def _set_token_ids(name: str, layout: dict) -> None:
+    """The text encoders' configs with the token ids of the tokenizers the demo writes (its
+    ``write_tokenizer(s)`` into a scratch folder), so the recorded config is the file's."""
+    import importlib
+    import tempfile
+
+    module = importlib.import_module(f"vidax.demo.{name}")
+    writer = getattr(module, "write_tokenizers", None) or module.write_tokenizer
+    configs = {key: entry.get("config") for key, entry in layout.items()}
+    with tempfile.TemporaryDirectory() as tmp:
+        writer(Path(tmp), configs)
 
 
 @layout("cogvideox")
@@ -376,7 +389,7 @@ def cosmos2_5() -> dict:
                                         prediction_type="flow_prediction", sigma_max=200.0,
                                         sigma_min=0.01)
     version = diffusers.__version__
-    return {
+    layout = {
         "dit": {**_saved(dit, torch.bfloat16, "transformer/diffusion_pytorch_model.safetensors",
                          ["cosmos2_5", "dit", "diffusers"]),
                 "release_files": {
@@ -398,6 +411,8 @@ def cosmos2_5() -> dict:
         "text_encoder": _saved(text, torch.bfloat16, "text_encoder/model.safetensors",
                                ["reason1", "text_encoder", "transformers"]),
     }
+    _set_token_ids("cosmos2_5", layout)
+    return layout
 
 
 @layout("hunyuan_video")
@@ -443,7 +458,7 @@ def hunyuan_video() -> dict:
     llama = LlamaForCausalLM(LlamaConfig(**HUNYUAN_LLAMA))
     clip = CLIPModel(CLIPConfig(text_config=HUNYUAN_CLIP_TEXT,
                                 vision_config=HUNYUAN_CLIP_VISION, projection_dim=24))
-    return {
+    layout = {
         "dit": {"file": "hunyuan-video-t2v-720p/transformers/mp_rank_00_model_states.pt",
                 "dtype": "bfloat16", "wrapper": "module",
                 "spec": ["hunyuan_video", "dit", "original"],
@@ -456,6 +471,8 @@ def hunyuan_video() -> dict:
         "text_encoder_2": _saved(clip, torch.float32, "text_encoder_2/model.safetensors",
                                  ["clip", "text_encoder", "transformers"]),
     }
+    _set_token_ids("hunyuan_video", layout)
+    return layout
 
 
 if __name__ == "__main__":

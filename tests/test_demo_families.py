@@ -90,6 +90,15 @@ def test_writes_the_authors_files(written):
     for path, dtype in DTYPES[model_type].items():
         with open_checkpoint(folder / path) as ckpt:
             assert {str(t.dtype) for t in ckpt.values()} == {dtype}, path
+    # each config.json is the one recorded with the layout (the text encoders' token ids
+    # included: the demo's tokenizers give them), what vidax.demo.layouts identifies files by
+    import json
+
+    from vidax.demo import common
+
+    for key, entry in common.tiny_layout(model_type).items():
+        config = json.loads(((folder / entry["file"]).parent / "config.json").read_text())
+        assert config == entry["config"], key
     if model_type == "hunyuan_video":   # the DiT file is {"module": state_dict}
         import zipfile
 

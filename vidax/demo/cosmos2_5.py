@@ -74,14 +74,27 @@ def write(folder: Path) -> None:
     """The release folder, random weights; each file written atomically."""
     layout = common.tiny_layout("cosmos2_5")
     rng = np.random.default_rng(SEED)
+    configs = {key: copy.deepcopy(entry["config"]) for key, entry in layout.items()}
+    write_tokenizer(folder, configs)
+    for key in ("dit", "vae", "text_encoder"):
+        entry = layout[key]
+        path = folder / entry["file"]
+        common.write_safetensors(path, common.random_tensors(entry, rng, _dtype(entry)))
+        common.write_json(path.parent / "config.json", configs[key])
+    for name, config in layout["dit"]["release_files"].items():
+        common.write_json(folder / name, config)
+
+
+def write_tokenizer(folder: Path, configs: dict) -> None:
+    """``folder/tokenizer/``, and the token ids of ``configs["text_encoder"]`` set to its
+    (``scripts/make_tiny_layouts.py`` records the config so set)."""
     tok = common.byte_level_tokenizer(
         folder / "tokenizer", _texts(), ROLES, tokens=SPECIAL_TOKENS,
         config={"bos_token": None, "unk_token": None, "model_max_length": 131072,
                 "tokenizer_class": "Qwen2Tokenizer", "chat_template": CHAT_TEMPLATE,
                 "clean_up_tokenization_spaces": False, "errors": "replace"})
     _write_vocab_and_merges(folder / "tokenizer", tok)
-    configs = {key: copy.deepcopy(entry["config"]) for key, entry in layout.items()}
-    text = configs["text_encoder"]   # its token ids are the tokenizer's
+    text = configs["text_encoder"]
     ids = {t: tok.token_to_id(t) for t in SPECIAL_TOKENS}
     text["text_config"].update(bos_token_id=ids["<|endoftext|>"],
                                eos_token_id=ids["<|im_end|>"])
@@ -90,13 +103,6 @@ def write(folder: Path) -> None:
                 vision_end_token_id=ids["<|vision_end|>"])
     size = tok.get_vocab_size(with_added_tokens=True)
     assert size <= text["text_config"]["vocab_size"], size
-    for key in ("dit", "vae", "text_encoder"):
-        entry = layout[key]
-        path = folder / entry["file"]
-        common.write_safetensors(path, common.random_tensors(entry, rng, _dtype(entry)))
-        common.write_json(path.parent / "config.json", configs[key])
-    for name, config in layout["dit"]["release_files"].items():
-        common.write_json(folder / name, config)
 
 
 def _write_vocab_and_merges(folder: Path, tok) -> None:

@@ -71,12 +71,9 @@ def _texts() -> list[str]:
     return [hunyuan_video.PROMPT_TEMPLATE.format(PROMPT)]
 
 
-def write(folder: Path) -> None:
-    """The release folder, random weights; each file written atomically."""
-    import ml_dtypes
-
-    layout = common.tiny_layout("hunyuan_video")
-    configs = {key: copy.deepcopy(entry.get("config")) for key, entry in layout.items()}
+def write_tokenizers(folder: Path, configs: dict) -> None:
+    """``text_encoder/``'s and ``text_encoder_2/``'s tokenizer files, and the token ids of their
+    ``configs`` set to theirs (``scripts/make_tiny_layouts.py`` records the configs so set)."""
     llama = common.byte_level_tokenizer(
         folder / "text_encoder", _texts(), LLAMA_ROLES, tokens=LLAMA_TOKENS,
         prepend=("<|begin_of_text|>",),
@@ -97,6 +94,15 @@ def write(folder: Path) -> None:
     for key, tok in (("text_encoder", llama), ("text_encoder_2", clip)):
         vocab = configs[key].get("text_config", configs[key])["vocab_size"]
         assert tok.get_vocab_size(with_added_tokens=True) <= vocab, (key, vocab)
+
+
+def write(folder: Path) -> None:
+    """The release folder, random weights; each file written atomically."""
+    import ml_dtypes
+
+    layout = common.tiny_layout("hunyuan_video")
+    configs = {key: copy.deepcopy(entry.get("config")) for key, entry in layout.items()}
+    write_tokenizers(folder, configs)
 
     rng = np.random.default_rng(SEED)
     dtypes = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16, "float32": np.float32}
