@@ -242,3 +242,25 @@ def test_incomplete_folder_is_one_error(tmp_path):
     (tmp_path / "transformer").mkdir()
     with pytest.raises(cog.VidaxError, match="not a complete CogVideoX release folder"):
         cog.inspect_folder(tmp_path)
+
+
+def test_sizes_the_dit_cannot_take_are_refused_before_loading(case, monkeypatch):
+    """The learned position table (1.0 5B I2V) and the position grid (1.5) are the release's
+    configs: ``check_memory`` (what ``vidax generate`` calls before loading) refuses a size
+    they cannot take before any weight is read (before: only after loading every model)."""
+    kind, folder, _, _ = case
+    release = cog.inspect_folder(folder)
+    cfg, i2v = release.configs["dit"], kind in cog.I2V_VARIANTS
+    monkeypatch.setattr(cog.base.loading, "load_with_report",
+                        lambda *a, **k: pytest.fail("a weight was read"))
+    small = cog.make_request(release.task, kind, PROMPT, frames=FRAMES, size=(WIDTH, HEIGHT),
+                             image=_image() if i2v else None)
+    estimate = cog.Pipeline.check_memory(release, small, precision="fp32")
+    assert set(estimate.phases) == {"DiT step", "VAE decode"} and estimate.fits
+    if not (cfg.use_learned_positional_embeddings or cfg.patch_size_t):
+        return
+    big = (cfg.sample_width * 16 + 64, cfg.sample_height * 16 + 64)
+    request = cog.make_request(release.task, kind, PROMPT, frames=FRAMES, size=big,
+                               image=_image() if i2v else None)
+    with pytest.raises(cog.VidaxError, match="its sample size|position grid"):
+        cog.Pipeline.check_memory(release, request)

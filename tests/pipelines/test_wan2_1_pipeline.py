@@ -727,3 +727,18 @@ def test_wan2_2_on_a_wan2_1_folder_says_it_is_wan2_1(t2v, tmp_path, capsys):
                    "--prompt", PROMPT, "--out", str(tmp_path / "a.mp4")])
     _assert_refused(rc, capsys, tmp_path, f"{t2v.release.folder} is a Wan2.1 release, not a "
                     "Wan2.2 one: run vidax generate wan2_1 --checkpoint-dir")
+
+
+def test_a_size_sp_cannot_split_is_refused_before_loading(t2v, monkeypatch):
+    """Wan's self-attention must split over ``sp``: a token count that does not divide is
+    refused by check_memory (before: by the DiT's first step, after loading)."""
+    from vidax import sharding
+
+    _no_loading(monkeypatch)
+    release = wan.inspect_folder(t2v.release.folder)
+    request = wan.make_request(release.task, release.variant, PROMPT, size="64x48",
+                               frames=FRAMES)   # 3 x 3 x 4 = 36 tokens
+    with pytest.raises(VidaxError, match="the token count 36 is not divisible by sp=8.*"
+                                         "Nothing was loaded"):
+        wan.Pipeline.check_memory(release, request, mesh=sharding.make_mesh("sp=8"))
+    assert wan.Pipeline.check_memory(release, request, mesh=sharding.make_mesh("sp=2,dp=4"))
