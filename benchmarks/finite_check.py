@@ -164,16 +164,17 @@ def main() -> None:
                                       capture_output=True, text=True, env=env, check=True)
                 results.setdefault((model, variant), []).append(
                     json.loads(proc.stdout.strip().splitlines()[-1]))
+    def ratio(off, key, value):
+        return f"{value / statistics.median(r[key] for r in off):.2f}" if off else "-"
+
     rows = []
     for (model, variant), runs in results.items():
         first = statistics.median(r["first"] for r in runs)
         second = statistics.median(r["second"] for r in runs)
         off = results.get((model, "off"))
-        ratio = lambda key, value: (f"{value / statistics.median(r[key] for r in off):.2f}"
-                                    if off else "-")
         rows.append([model, f"{runs[0]['bytes'] / 2**20:.1f} MiB", variant,
-                     f"{first:.3f}", ratio("first", first), f"{second:.3f}",
-                     ratio("second", second)])
+                     f"{first:.3f}", ratio(off, "first", first), f"{second:.3f}",
+                     ratio(off, "second", second)])
     print(table(["model", "params", "check", "1st load s", "x off", "2nd load s", "x off"],
                 rows))
     print(f"medians of {args.repeat} fresh processes; load average {load_before} -> "
