@@ -121,6 +121,10 @@ def test_every_weight_file_verifies_from_the_cli(written, capsys):
         matched = out.split("matched ")[1].split(" tensors")[0]
         n, total = matched.split("/")
         assert n == total, out
+    for component, file in module.COMPONENTS:   # --variant tiny: the demo's config for its file
+        rc = cli.main(["verify", model_type, "--component", component, "--variant", "tiny",
+                       "--checkpoint", str(folder / file)])
+        assert rc == 0, (component, capsys.readouterr().out)
 
 
 def _contents(path) -> dict[str, bytes] | bytes:
