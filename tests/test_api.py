@@ -77,6 +77,8 @@ def test_cogvideox_config_json_is_read(tmp_path):
     model, report = vidax.load_with_report("cogvideox", "dit", path)
     assert report.ok and model.config == CogVideoXDiTConfig.from_dict(config)
     assert model.config.num_layers == 1
+    assert report.config_from == str(path.parent / "config.json")
+    assert f"config: {path.parent / 'config.json'}" in str(report)
     # the folder, too; and verify (the CLI's, with no --variant) reads it the same way
     assert vidax.load("cogvideox", "dit", path.parent).config == model.config
     assert cli.main(["verify", "cogvideox", "--component", "dit", "--checkpoint",
@@ -142,6 +144,15 @@ def test_an_unreadable_config_json_is_named(tmp_path):
     with pytest.raises(VidaxError, match="no_such_key") as e:
         vidax.load("cogvideox", "dit", path)
     assert str(path.parent / "config.json") in str(e.value) and "--variant" in str(e.value)
+
+
+def test_a_config_json_that_disagrees_with_the_weights_is_named(tmp_path):
+    path, config = _cogvideox(tmp_path)
+    (path.parent / "config.json").write_text(json.dumps(dict(config, num_layers=2)))
+    with pytest.raises(VidaxError, match="missing") as e:
+        vidax.load("cogvideox", "dit", path)
+    assert f"config: {path.parent / 'config.json'}" in str(e.value)
+    assert "transformer_blocks.1." in str(e.value)
 
 
 def test_an_explicit_variant_or_config_wins_over_config_json(tmp_path):

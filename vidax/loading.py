@@ -144,19 +144,21 @@ def _verified(model_type: str, component: str, checkpoint, *, variant, config, l
     else:
         ckpt = None
         source = checkpoint
+    origin = ""
     if config is None and variant and variant != "tiny":
         config = spec.make_config(variant)
     if ckpt is None:
         ckpt = owned = open_checkpoint(checkpoint)
     with owned:
         if config is None:
-            config = resolve_config(spec, ckpt, variant=variant)
+            config, origin = _resolve_config(spec, ckpt, variant, None)
         if converted.is_converted_checkpoint(ckpt):
             plan, view = converted.identity_plan(ckpt), ckpt
             abstract = _verify.abstract_params(spec.model_class(), config)
             report = _verify.compare(plan, abstract, source=str(source), num_tensors=len(ckpt))
         else:
             report, plan, view = verify_tensors(spec, config, ckpt, source=str(source))
+        report.config_from = origin
         yield spec, config, report, plan, view
 
 
@@ -487,9 +489,7 @@ def _detect_layout(model_type: str, component: str, checkpoint, config) -> str |
         return specs[0].layout
     if not specs or converted.is_converted(checkpoint):
         return None
-    owned = (contextlib.nullcontext(checkpoint) if isinstance(checkpoint, Checkpoint)
-             else open_checkpoint(checkpoint))
-    with owned as ckpt:
+    with _opened(checkpoint) as ckpt:
         if converted.is_converted_checkpoint(ckpt):
             return None
         scores = {}
@@ -512,19 +512,29 @@ def resolve_config(spec: registry.ComponentSpec, checkpoint, *, variant: str | N
     ``vidax demo`` wrote is that demo's config, ``vidax.demo.layouts.tiny_config``, else the
     component's ``tiny()``); else the one the file declares or its tensors identify
     (:func:`_detect_config`)."""
+    return _resolve_config(spec, checkpoint, variant, config)[0]
+
+
+def _resolve_config(spec, checkpoint, variant, config) -> tuple[object, str]:
+    """:func:`resolve_config` and where the config came from, for the report ("" when the
+    caller named it)."""
     if config is not None:
-        return config
+        return config, ""
     if variant == "tiny":
         from vidax.demo.layouts import tiny_config
 
-        owned = (contextlib.nullcontext(checkpoint) if isinstance(checkpoint, Checkpoint)
-                 else open_checkpoint(checkpoint))
-        with owned as ckpt:
+        with _opened(checkpoint) as ckpt:
             found = tiny_config(spec, ckpt)
-        return found if found is not None else spec.make_config("tiny")
+        return ((found, "the vidax demo's tiny config") if found is not None
+                else (spec.make_config("tiny"), ""))
     if variant:
-        return spec.make_config(variant)
-    return _detect_config(spec, checkpoint)
+        return spec.make_config(variant), ""
+    return _detect(spec, checkpoint)
+
+
+def _opened(checkpoint):
+    return (contextlib.nullcontext(checkpoint) if isinstance(checkpoint, Checkpoint)
+            else open_checkpoint(checkpoint))
 
 
 def _detect_config(spec: registry.ComponentSpec, checkpoint):
@@ -532,18 +542,20 @@ def _detect_config(spec: registry.ComponentSpec, checkpoint):
     metadata declares (where the spec has a ``config_from_metadata`` hook), else the one its
     ``config.json`` describes (:func:`config_from_json`), else its release's, from its
     key/shape set (packaged manifests)."""
+    return _detect(spec, checkpoint)[0]
+
+
+def _detect(spec: registry.ComponentSpec, checkpoint) -> tuple[object, str]:
     from vidax import manifests
 
-    owned = (contextlib.nullcontext(checkpoint) if isinstance(checkpoint, Checkpoint)
-             else open_checkpoint(checkpoint))
-    with owned as ckpt:
+    with _opened(checkpoint) as ckpt:
         source = ckpt.path if isinstance(checkpoint, Checkpoint) else str(checkpoint)
         declared = spec.config_from_file_metadata(ckpt.metadata, source)
         if declared is not None:
-            return declared
+            return declared, "the file's metadata"
         declared, note = config_from_json(spec, ckpt)
         if declared is not None:
-            return declared
+            return declared, str(Path(ckpt.files[0]).parent / "config.json")
         tensors = {k: (tuple(v.shape), str(v.dtype)) for k, v in ckpt.items()}
     found = manifests.identify(tensors, path=source)
     for m in found.candidates():
@@ -552,7 +564,7 @@ def _detect_config(spec: registry.ComponentSpec, checkpoint):
         except VidaxError:
             continue
         if s is spec:
-            return s.make_config(variant)
+            return s.make_config(variant), f"release {m.name}, identified by its tensors"
     first = next(iter(spec.variants), "NAME")
     raise VidaxError(
         f"{source}: could not tell which {spec.model_type} {spec.component} release this "

@@ -65,6 +65,7 @@ class Report:
     mismatched: list[tuple[str, str, tuple, tuple]] = field(default_factory=list)
     # (path, key, model dtype, stored dtype): integer/boolean data where the model is float
     wrong_dtype: list[tuple[str, str, str, str]] = field(default_factory=list)
+    config_from: str = ""          # where the config compared against came from, if detected
 
     @property
     def ok(self) -> bool:
@@ -80,6 +81,8 @@ class Report:
 
     def lines(self, limit: int | None = 20) -> list[str]:
         out = [self.headline()]
+        if self.config_from:
+            out.append(f"config: {self.config_from}")
         if self.ignored:
             reasons: dict[str, list[str]] = {}
             for k, why in self.ignored.items():
