@@ -313,3 +313,23 @@ def test_every_weight_file_converts_from_the_cli(written, tmp_path, capsys):
         model = vidax.load(mt, component, out, layout=file_layout)
         assert type(model).__name__ == registry.get(mt, component, file_layout).model.split(
             ":")[1]
+
+
+def test_writing_needs_no_torch(tmp_path):
+    """The demo runs in the runtime environment (requirements/runtime.lock: no torch,
+    diffusers or transformers): the three writers, with those imports made to fail."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "for name in ('torch', 'diffusers', 'transformers', 'sentencepiece'):\n"
+            "    sys.modules[name] = None\n"
+            "from pathlib import Path\n"
+            "from vidax import demo\n"
+            f"for name in {FAMILIES!r}:\n"
+            f"    demo.family(name).write(Path({str(tmp_path)!r}) / name)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    for name in FAMILIES:
+        assert all((tmp_path / name / f).is_file() for f in FILES[name]), name
