@@ -25,6 +25,11 @@ def open_checkpoint(path: str | os.PathLike, *, wrapper: str | None = "auto") ->
     """
     given = os.fspath(path)
     if not os.path.exists(given):
+        if os.path.islink(given):
+            target = os.path.realpath(given)
+            raise CheckpointError(
+                given, f"it is a symbolic link to {target!r}, which does not exist."
+            )
         raise CheckpointError(given, "no such file or folder.")
     target = _file_in_folder(given) if os.path.isdir(given) else given
     counter = _ReadCounter()

@@ -26,6 +26,25 @@ _MAX_SAFETENSORS_HEADER = 100_000_000  # bytes: the limit of the safetensors lib
 # An index names each tensor once (~100 bytes a key): the largest released ones, of MoE models
 # with ~100k tensors, are ~10 MB. Read whole and parsed, so it is capped like a header.
 _MAX_INDEX_BYTES = 100_000_000
+# Values in either JSON (bounded from above by its commas, "[" and "{"), which json.loads turns
+# into objects of ~60 bytes each: 100 MB of '"ab",' would take 1.5 GB. An entry of a header is ~9
+# values (its dict, three fields, the shape's dims, two offsets), a key of an index 2: this admits
+# ~400k tensors, while the worst JSON within it costs ~250 MB.
+_MAX_JSON_VALUES = 4_000_000
+
+
+def _parse_json(path: str, raw: bytes, what: str, **options) -> Any:
+    values = raw.count(b",") + raw.count(b"[") + raw.count(b"{") + 1
+    if values > _MAX_JSON_VALUES:
+        raise CheckpointError(
+            path,
+            f"{what} holds up to {values:,} JSON values, more than the {_MAX_JSON_VALUES:,} "
+            "vidax parses (a tensor takes ~9).",
+        )
+    try:
+        return json.loads(raw, **options)
+    except (ValueError, RecursionError) as e:  # JSON and UTF-8 decoding errors are ValueErrors
+        raise CheckpointError(path, f"{what} is not valid JSON: {e}.") from None
 
 
 def _safetensors_header(source: _MappedFile) -> tuple[dict, int]:
@@ -42,10 +61,8 @@ def _safetensors_header(source: _MappedFile) -> tuple[dict, int]:
         )
     if length > _MAX_SAFETENSORS_HEADER:
         raise CheckpointError(path, f"the header length {length} exceeds the 100 MB limit.")
-    try:
-        header = json.loads(source.read(8, length), object_pairs_hook=_no_duplicate_keys)
-    except (ValueError, RecursionError) as e:  # JSON and UTF-8 decoding errors are ValueErrors
-        raise CheckpointError(path, f"the header is not valid JSON: {e}.") from None
+    raw = source.read(8, length)
+    header = _parse_json(path, raw, "the header", object_pairs_hook=_no_duplicate_keys)
     if not isinstance(header, dict):
         raise CheckpointError(path, f"the header is a JSON {type(header).__name__}, not an object.")
     return header, length
@@ -108,9 +125,10 @@ def _safetensors_tensors(source: _MappedFile, counter: _ReadCounter) -> tuple[di
             )
         entries.append((offsets[0], offsets[1], key, tuple(shape), SAFETENSORS_DTYPES[dtype]))
     if unknown:
+        more = f" and {len(unknown) - 20:,} more" if len(unknown) > 20 else ""
         raise CheckpointError(
             path,
-            f"vidax does not support these tensors' dtypes yet: {', '.join(unknown)}. "
+            f"vidax does not support these tensors' dtypes yet: {', '.join(unknown[:20])}{more}. "
             f"Supported: {', '.join(SAFETENSORS_DTYPES)}.",
         )
 
@@ -133,10 +151,7 @@ def _open_safetensors_index(given: str, index_path: str, counter: _ReadCounter) 
     """A sharded checkpoint: every tensor of the shards the index names, each key read from the
     shard the index assigns it (a key the index omits is kept if exactly one shard holds it)."""
     raw = _read_small_file(index_path, _MAX_INDEX_BYTES, "the index file")
-    try:
-        index = json.loads(raw)
-    except (ValueError, RecursionError) as e:
-        raise CheckpointError(index_path, f"the index is not valid JSON: {e}.") from None
+    index = _parse_json(index_path, raw, "the index")
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
         raise CheckpointError(

@@ -283,8 +283,9 @@ class _Refused(ValueError):
     """What the pre-scan of a pickle found; the caller adds the file's name."""
 
 
-def _scan_pickle(data: bytes) -> None:
-    """Check, before any of it is unpickled, that ``data`` costs bounded work and memory.
+def _scan_pickle(data: bytes) -> tuple[int, int]:
+    """Check, before any of it is unpickled, that ``data`` costs bounded work and memory; return
+    its counts of opcodes and objects.
 
     One pass over the opcodes that tracks, for each stack and memo entry, only what kind of value
     it holds, as the C unpickler's stack machine would (CPython's Modules/_pickle.c: marks kept
@@ -419,7 +420,7 @@ def _scan_pickle(data: bytes) -> None:
         elif action == _STOP:
             if height <= fence:
                 fail("STOP finds no object to return")
-            return
+            return ops, objects
         elif action == _EXT:
             raise _Refused(f"uses the {name} opcode, which torch.save never writes")
         if objects > _MAX_PICKLE_OBJECTS:
@@ -607,9 +608,11 @@ def _open_pth(
         except _Malformed as e:
             raise CheckpointError(path, f"the state dict's entry {_show(key)} is {e}.") from None
     if unsupported:
+        shown = ", ".join(unsupported[:20])
+        more = f" and {len(unsupported) - 20:,} more" if len(unsupported) > 20 else ""
         raise CheckpointError(
             path,
-            f"vidax does not support these tensors' dtypes yet: {', '.join(unsupported)}. "
+            f"vidax does not support these tensors' dtypes yet: {shown}{more}. "
             f"Supported: {', '.join(_TORCH_DTYPES)}.",
         )
     return Checkpoint(given, "pth", tensors, sources=[source], counter=counter, extras=extras)
