@@ -219,3 +219,22 @@ def test_compiled_wan_dit_equals_eager(tmp_path):
     eager = np.asarray(dit(x, t, context))
     assert np.abs(eager).max() > 0.1
     np.testing.assert_allclose(compiled, eager, rtol=1e-5, atol=1e-5)
+
+
+def test_load_dtype_is_validated_up_front(tmp_path):
+    config = tiny_layout("wan2_1")["dit"]["config"]
+    path = _write(tmp_path / "wan", "wan2_1", "dit", config=config)
+    with pytest.raises(VidaxError, match="float33.*accepted"):
+        vidax.load("wan2_1", "dit", path, dtype="float33")
+    leaves = nnx.state(vidax.load("wan2_1", "dit", path, dtype="bf16"), nnx.Param)
+    assert {str(x.dtype) for x in __import__("jax").tree.leaves(leaves)} == {"bfloat16"}
+
+
+def test_verify_reads_a_converted_folder(tmp_path):
+    from vidax.convert import convert
+
+    config = tiny_layout("wan2_1")["dit"]["config"]
+    path = _write(tmp_path / "wan", "wan2_1", "dit", config=config)
+    out = convert("wan2_1", "dit", path, tmp_path / "cache")
+    report = vidax.verify("wan2_1", "dit", out)
+    assert report.ok and report.matched == 69

@@ -262,3 +262,24 @@ def test_host_check_for_convert():
 
 def test_non_finite_error_is_a_vidax_error():
     assert issubclass(NonFiniteWeightsError, VidaxError)
+
+
+def test_generate_on_a_release_with_nan_weights_exits_1_and_writes_nothing(tmp_path, capsys):
+    """The demo's Wan2.1 release with a few NaN values in one DiT tensor: ``vidax generate``
+    used to exit 0 with an all-black video; now it stops at the load, exit 1, one paragraph
+    naming the file and the key, and no video."""
+    from vidax import demo
+    from vidax.translator.io import open_checkpoint
+
+    folder = tmp_path / "release"
+    demo.family("wan2_1").write(folder)
+    dit = folder / "diffusion_pytorch_model.safetensors"
+    with open_checkpoint(dit) as ckpt:
+        tensors = {k: np.array(ref.read()) for k, ref in ckpt.items()}
+    tensors[KEY].flat[:4] = np.nan
+    write_safetensors(dit, tensors)
+    video = tmp_path / "out.mp4"
+    assert cli.main(demo.generate_argv("wan2_1", folder, video)) == 1
+    err = " ".join(capsys.readouterr().err.split())       # the console wraps lines
+    assert err.startswith("error:") and str(dit) in err and f"{KEY} (4 of" in err
+    assert "internal error" not in err and not video.exists()
