@@ -376,3 +376,14 @@ def test_authors_layout_is_found(case, tmp_path, monkeypatch):
                                          .read_text())
     with pytest.raises(VidaxError, match="not the text encoder of this release"):
         cp.inspect_folder(release, text_encoder_dir=reason1)
+
+
+def test_memory_is_checked_before_loading(case, monkeypatch):
+    from tests.pipelines.memory_checks import check_before_loading
+
+    def make(release, size, frames):
+        return cp.make_request("text2world", "tiny", PROMPT, frames=frames or FRAMES,
+                               size=size or (WIDTH, HEIGHT), steps=STEPS,
+                               guidance_scale=GUIDANCE)
+
+    check_before_loading(cp, case.root, make, monkeypatch)

@@ -223,3 +223,13 @@ def test_errors(case, tmp_path):
         hv.inspect_folder(tmp_path)
     with pytest.raises(VidaxError, match="not t2v-720p"):
         hv.inspect_folder(case.root, "t2v-720p")
+
+
+def test_memory_is_checked_before_loading(case, monkeypatch):
+    from tests.pipelines.memory_checks import check_before_loading
+
+    def make(release, size, frames):
+        return hv.make_request("t2v", "tiny", PROMPT, frames=frames or 33,   # 9 latent: tiles
+                               size=size or (WIDTH, HEIGHT), steps=STEPS)
+
+    check_before_loading(hv, case.root, make, monkeypatch)

@@ -590,3 +590,13 @@ def test_release_frames_and_sizes_are_the_real_vaes():
     r = ltx.make_request(ltx.RELEASE_TASK, "0.9.8-13b-dev", "x", multiscale=True)
     assert r.pass_sizes() == [(800, 448), (1600, 896)]   # their int(x * 0.6666666) // 32 * 32
     assert r.latent_shape == (16, 14, 25, 128)
+
+
+def test_memory_is_checked_before_loading(release_dir, monkeypatch):
+    from tests.pipelines.memory_checks import check_before_loading
+
+    def make(release, size, frames):
+        return ltx.make_request(release.task, release.variant, PROMPT, release=release,
+                                frames=frames or FRAMES, size=size or (WIDTH, HEIGHT))
+
+    check_before_loading(ltx, release_dir, make, monkeypatch)

@@ -439,3 +439,14 @@ def test_generate_refuses_a_missing_expert(releases, tmp_path, capsys):
     assert rc == 1
     assert "low_noise_model/diffusion_pytorch_model.safetensors (the DiT)" in err, err
     assert not (tmp_path / "a.mp4").exists()
+
+
+def test_memory_is_checked_before_loading(releases, monkeypatch):
+    from tests.pipelines.memory_checks import check_before_loading
+
+    for task, size in (("ti2v", TI2V_SIZE), ("t2v", A14B_SIZE)):
+        def make(release, given, frames, size=size):
+            return wan.make_request(release.task, release.variant, PROMPT,
+                                    frames=frames or FRAMES, size=given or size)
+
+        check_before_loading(wan, releases[task].folder, make, monkeypatch)

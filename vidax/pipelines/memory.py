@@ -9,10 +9,10 @@ The estimate is an upper-ish bound, not a measurement:
   time inside the jitted step): the float32 residual stream, the modulated input, q / k / v
   and the attention output, the MLP's hidden layer and its activation, all counted in
   float32, plus the attention logits where the kernel materialises them -- the kernel
-  :func:`vidax.nn.attention.choose_implementation` would pick: ``[B, H, L, L]`` float32
-  logits and probabilities for XLA's attention (CPU under 2,048 queries, GPU in float32, TPU
-  without a splash kernel), ``[B, H, 512, L]`` for the CPU's blocked attention, none for
-  cuDNN's flash attention.
+  :func:`vidax.nn.attention.choose_implementation` would pick: ``[B, H, L, L]`` logits
+  (``LOGIT_COPIES_XLA`` float32 copies and the probabilities) for XLA's attention (CPU under
+  2,048 queries, GPU in float32, TPU without a splash kernel), ``[B, H, 512, L]`` for the
+  CPU's blocked attention, none for cuDNN's flash attention.
 * **The VAE decode**: ``VAE_FEATURE_COPIES`` copies of the decoder's widest feature map of
   one decoded chunk (the family's :class:`VAEGeometry`), float32, plus the decoded video
   on the host (float32) and its uint8 frames -- counted against the devices' memory on the
@@ -41,6 +41,13 @@ VAE_FEATURE_COPIES = 8
 DIT_WIDTH_COPIES = 8
 #: Float32 tensors of ``[B, L, ffn]`` (the MLP's hidden layer and its activation).
 DIT_FFN_COPIES = 2
+#: Float32 ``[B, H, Lq, Lk]`` logit-sized tensors alive at once (besides the probabilities in
+#: the compute dtype): XLA's attention keeps the logits, their scaled and exponentiated
+#: copies and the softmax's output; the blocked kernel, one block's, fused tighter. Measured
+#: on CPU (``benchmarks/memory_estimate.py``, sampling alone: ~20 bytes per logit for XLA's,
+#: 8-15 for the blocked one), rounded up.
+LOGIT_COPIES_XLA = 5
+LOGIT_COPIES_BLOCKED = 3
 
 
 def gib(n: float) -> str:
@@ -173,7 +180,8 @@ def attention_logits(batch: int, heads: int, queries: int, keys: int, head_dim: 
         return 0, kernel
     rows = min(queries, CPU_QUERY_BLOCK) if kernel == "blocked" else queries
     itemsize = jax.numpy.dtype(compute_dtype).itemsize
-    return batch * heads * rows * keys * (4 + itemsize), kernel
+    copies = LOGIT_COPIES_BLOCKED if kernel == "blocked" else LOGIT_COPIES_XLA
+    return batch * heads * rows * keys * (4 * copies + itemsize), kernel
 
 
 def logits_shape(batch: int, heads: int, queries: int, keys: int, kernel: str) -> str:
