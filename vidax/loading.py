@@ -1,11 +1,14 @@
-"""The Python API of DESIGN.md §4: ``config``, ``load``, and the verification entry points
-behind ``vidax verify``.
+"""The Python API of DESIGN.md §4: ``config``, ``load`` / ``load_with_report``, ``verify``
+(the entry points behind ``vidax verify``) and ``compiled`` (docs/loading_weights.md).
 
 The way of a tensor: memory map -> mapper plan -> (verified 1:1 against the model's
 abstract tree) -> host-side layout view and dtype cast -> one placement on its device(s),
 whose transfer copies the strided view (the transpose of a Linear weight is that copy).
-No tensor is read before the whole tree has verified, so a mismatched file is rejected
-with nothing half-loaded.
+No tensor is read before the whole tree has verified -- names, shapes and the weight
+policy's dtypes (``vidax.translator.mapping``) -- so a mismatched file is rejected with
+nothing half-loaded. What is placed is first counted for NaN/Inf on the host, in the
+placement thread (``vidax.translator.verify.count_nonfinite``); a model with any is refused,
+naming the stored keys.
 
 On a mesh, "one placement" is per device block: each parameter's sharding comes from the
 component's partition rules (:mod:`vidax.sharding`) and ``jax.make_array_from_callback``
