@@ -164,8 +164,9 @@ def check(report: Report) -> Report:
 #: Elements per block of :func:`count_nonfinite` (its temporaries are one block each).
 _HOST_BLOCK = 1 << 20
 
-#: IEEE layouts: dtype -> (unsigned word of its size, exponent mask). A value is NaN or Inf exactly
-#: when its exponent bits are all ones (IEEE 754-2019 §3.4; bfloat16 is float32's top half).
+#: IEEE layouts: dtype -> (unsigned word of its size, exponent mask). A value is NaN or Inf
+#: exactly when its exponent bits are all ones (IEEE 754-2019 §3.4; bfloat16 is float32's
+#: top half).
 _EXPONENT = {np.dtype(np.float16): (np.uint16, 0x7C00),
              np.dtype(ml_dtypes.bfloat16): (np.uint16, 0x7F80),
              np.dtype(np.float32): (np.uint32, 0x7F800000),
