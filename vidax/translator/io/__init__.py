@@ -18,6 +18,11 @@ Formats:
   entries, which ``torch.save`` stores uncompressed (a compressed entry is refused rather than
   inflated).
 
+Only regular files are read (symbolic links are followed): a named pipe, device, socket or folder
+where a file is expected is refused at once. Reading any file is bounded in work and memory
+(a pickle's opcodes, objects and shared references; JSON headers and indexes; a zip's directory),
+each limit far above what real checkpoints need.
+
 Every problem caused by a file raises :class:`vidax.errors.CheckpointError` naming the file.
 
 ``save_pth(path, tensors)`` (:mod:`.pth_writer`) writes the same zip format, again without torch:

@@ -1,6 +1,7 @@
-"""What every checkpoint reader shares: the dtype tables, memory-mapped files, the read
-counter, :class:`TensorRef` and :class:`Checkpoint`, and two small helpers (bounded reprs for
-error messages, torch's contiguous strides)."""
+"""What every checkpoint reader shares: the dtype tables, memory-mapped files (opened only from
+regular files), bounded reads of small files and of a zip's directory, the read counter,
+:class:`TensorRef` and :class:`Checkpoint`, and two small helpers (bounded reprs for error
+messages, torch's contiguous strides)."""
 
 from __future__ import annotations
 

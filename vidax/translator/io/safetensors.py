@@ -171,7 +171,11 @@ def _open_safetensors_index(given: str, index_path: str, counter: _ReadCounter) 
                 raise CheckpointError(
                     index_path, f"the shard {_show(name)} points outside the index's folder."
                 )
-            opened.append(_MappedFile(os.path.join(folder, name)))
+            try:
+                opened.append(_MappedFile(os.path.join(folder, name)))
+            except CheckpointError as e:
+                problem = f"{e.problem} The index {index_path} names this shard."
+                raise CheckpointError(e.path, problem) from None
             refs, shard_metadata = _safetensors_tensors(opened[-1], counter)
             shards[name] = (opened[-1], refs)
             metadata.update(shard_metadata)

@@ -2,9 +2,12 @@
 
 ``data.pkl`` goes through a restricted unpickler whose only reachable callables are the inert
 stand-ins in ``_ALLOWED_GLOBALS`` for what ``torch.save`` writes for a state dict: no code from a
-file ever runs and torch is never imported. Storages are memory-mapped straight out of their zip
-entries, which ``torch.save`` stores uncompressed (a compressed entry is refused rather than
-inflated). ``_select_state_dict`` finds the state dict inside a training checkpoint's wrappers.
+file ever runs and torch is never imported. Reading is bounded in work and memory: the zip's
+directory is capped before zipfile parses it, ``_scan_pickle`` checks the whole pickle (opcode and
+object counts, memo indices, dict keys) before anything is unpickled, and ``_ExtrasWalk`` visits a
+shared object once. Storages are memory-mapped straight out of their zip entries, which
+``torch.save`` stores uncompressed (a compressed entry is refused rather than inflated).
+``_select_state_dict`` finds the state dict inside a training checkpoint's wrappers.
 """
 
 from __future__ import annotations
