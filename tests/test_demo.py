@@ -201,9 +201,6 @@ def test_demo_files_verify_with_variant_tiny(model_type, tmp_path, capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="vidax convert neither detects the layout as verify "
-                   "does (cogvideox/t5 have no 'original' layout) nor reads --variant tiny "
-                   "through loading.resolve_config; see the issue #11 demo report")
 @pytest.mark.parametrize("model_type", ["wan2_2", "ltx_video"])
 def test_demo_files_convert_with_variant_tiny_and_no_layout(model_type, tmp_path, capsys):
     mod = demo.family(model_type)

@@ -472,7 +472,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dtype", default=None, type=_dtype,
                    help="cast every parameter: bf16, fp16, fp32 (or bfloat16, float16, ...; "
                         "default: as stored)")
-    s.add_argument("--overwrite", action="store_true", help="replace an existing folder")
+    s.add_argument("--overwrite", action="store_true",
+                   help="replace a folder an earlier vidax convert wrote (anything else at "
+                        "--out is refused and left as it is)")
     s.set_defaults(func=cmd_convert)
 
     s = add("demo", help="tiny random-weight checkpoints in the authors' layout, loaded and run "
@@ -481,7 +483,9 @@ def build_parser() -> argparse.ArgumentParser:
                    type=_pipeline_type,
                    help=f"the family (default wan2_1): one of {', '.join(PIPELINES)}")
     s.add_argument("--out", default=None, help="the mp4 to write (default: in the cache folder)")
-    s.add_argument("--cache-dir", default=None, help="where the tiny checkpoints are written")
+    s.add_argument("--cache-dir", default=None,
+                   help="the parent folder of the tiny release (default: ~/.cache/vidax/demo; "
+                        "the release goes in a subfolder named after it)")
     s.set_defaults(func=cmd_demo)
     return p
 

@@ -99,17 +99,21 @@ def convert(model_type: str, component: str, checkpoint, out, *, variant: str | 
     from vidax.translator import verify as _verify
 
     cast = converter.cast_dtype(dtype)
-    spec = registry.get(model_type, component, layout)
-    if config is None and variant:
-        config = spec.make_config(variant)
+    if layout is not None:
+        registry.get(model_type, component, layout)   # a misspelt name fails at once
     out = _check_out(out, overwrite)
+    if layout is None:   # as verify and load detect it
+        layout = loading._detect_layout(model_type, component, checkpoint, config)
+    spec = registry.get(model_type, component, layout)
+    if config is None and variant and variant != "tiny":
+        config = spec.make_config(variant)            # a misspelt variant fails at once
     created = _make_parents(out)
     try:
         _clean_stale(out)
         tmp, lock = _new_partial(out)
         try:
             if config is None:
-                config = loading._detect_config(spec, checkpoint)
+                config = loading.resolve_config(spec, checkpoint, variant=variant)
             with open_checkpoint(checkpoint) as ckpt:
                 report, plan, view = loading.verify_tensors(spec, config, ckpt,
                                                             source=str(checkpoint))

@@ -44,7 +44,7 @@ def random_tensors(entry: Mapping, rng: np.random.Generator, dtype) -> dict[str,
             value = 1 + 0.1 * noise
         else:
             value = 0.1 * noise
-        out[key] = value.astype(dtype)
+        out[key] = np.asarray(value).astype(dtype)   # 0-d too (CLIP logit_scale)
     return out
 
 
