@@ -1,5 +1,5 @@
-"""The Python API of DESIGN.md §4: ``config``, ``load`` / ``load_with_report``, ``verify``
-(the entry points behind ``vidax verify``) and ``compiled`` (docs/loading_weights.md).
+"""The Python API (README.md, "Use"; docs/loading_weights.md): ``config``, ``load`` /
+``load_with_report``, ``verify`` (the entry points behind ``vidax verify``) and ``compiled``.
 
 The way of a tensor: memory map -> mapper plan -> (verified 1:1 against the model's
 abstract tree) -> host-side layout view and dtype cast -> one placement on its device(s),

@@ -1,5 +1,6 @@
-"""The one protocol every vidax sampler follows (DESIGN.md §2), so that one denoising loop
-(:meth:`vidax.pipelines.base.PipelineBase.denoise`) drives any of them.
+"""The one protocol every vidax sampler follows (docs/development.md, "Adding a family
+pipeline"), so that one denoising loop (:meth:`vidax.pipelines.base.PipelineBase.denoise`)
+drives any of them.
 
 A scheduler is a host object built from the run's settings (steps, shift, a release's config):
 

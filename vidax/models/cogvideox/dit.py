@@ -40,7 +40,8 @@ for their norm and RoPE, then go to the attention in bfloat16), the absolute pos
 and the whole output head (``norm_final``, ``norm_out``, ``proj_out``). The residual streams
 (text and video) stay float32. diffusers runs the released models entirely in bf16/fp16
 (weights, activations and residual stream); vidax follows the policy of its other DiTs
-instead (float32 islands and residual, DESIGN.md §7), which is the more accurate of the two.
+instead (float32 islands and residual, docs/models/cogvideox.md), which is the more accurate
+of the two.
 
 The sinusoidal timestep embedding keeps diffusers' float32 phases
 (:func:`vidax.nn.embeddings.diffusers_timestep_embedding`); the position tables are float64

@@ -43,7 +43,7 @@ use). ``float32`` (the default) runs everything in float32. ``bfloat16`` runs th
 the timestep/guidance/pooled-text embeddings and every modulation (the ``vec`` path), the
 LayerNorm / RMSNorm statistics, RoPE, and the residual streams. The authors instead keep bf16
 weights and a bf16 residual stream under autocast; vidax's float32 residual is the more
-accurate of the two (DESIGN.md §7).
+accurate of the two (docs/models/hunyuan_video.md, "Precision").
 """
 
 from __future__ import annotations
