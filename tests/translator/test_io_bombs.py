@@ -11,9 +11,11 @@ states -- must still load: the limits sit far above what torch.save writes.
 from __future__ import annotations
 
 import collections
+import io
 import json
 import os
 import pickle
+import random
 import resource
 import socket
 import struct
@@ -175,6 +177,8 @@ def irregular_files(folder) -> dict[str, tuple[object, list[str]]]:
     (dirs["shards"] / "pipe.safetensors.index.json").write_text(json.dumps(index))
     index = {"weight_map": {"x": "b"}}
     (dirs["shards"] / "folder.safetensors.index.json").write_text(json.dumps(index))
+    index = {"weight_map": {"x": "/dev/zero"}}
+    (dirs["shards"] / "absolute.safetensors.index.json").write_text(json.dumps(index))
     cases = {
         "fifo": (folder / "pipe.pt", ["pipe.pt", "a named pipe (FIFO)", NOT_REGULAR]),
         "symlink-to-fifo": (folder / "link.safetensors", ["a named pipe", "a symbolic link to"]),
@@ -190,6 +194,10 @@ def irregular_files(folder) -> dict[str, tuple[object, list[str]]]:
         "index-names-folder": (
             dirs["shards"] / "folder.safetensors.index.json",
             ["shards/b", "a folder", "names this shard"],
+        ),
+        "index-names-device": (
+            dirs["shards"] / "absolute.safetensors.index.json",
+            ["'/dev/zero'", "outside the index's folder"],
         ),
     }
     sock_path = folder / "sock.pt"
@@ -265,7 +273,8 @@ HOSTILE = [
     *"many-objects huge-bytes8 huge-long4 huge-frame long-decimal open-marks zip-directory".split(),
     "json-values",
     *"fifo symlink-to-fifo dangling-symlink fifo-in-folder device-in-folder".split(),
-    *"folder-for-file fifo-index index-names-fifo index-names-folder socket".split(),
+    *"folder-for-file fifo-index index-names-fifo index-names-folder index-names-device".split(),
+    "socket",
 ]
 
 
@@ -422,6 +431,58 @@ def test_the_scan_accepts_what_pickle_writes(protocol):
     ]:
         with pytest.raises(torch_zip._Refused, match=f"uses {kind} as a dict key"):
             torch_zip._scan_pickle(pickle.dumps(value, protocol=protocol))
+
+
+class NoGlobals(pickle.Unpickler):
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError("no globals")
+
+
+def unsafe_key(value, seen: set) -> object:
+    """A dict key or set element in ``value`` that the scan should have refused, if any."""
+    if id(value) in seen or not isinstance(value, (dict, set, frozenset, list, tuple)):
+        return None
+    seen.add(id(value))
+    if isinstance(value, (dict, set, frozenset)):
+        for key in value:
+            if not isinstance(key, (str, bytes, float, int, type(None))) or (
+                type(key) is int and abs(key) >= 2**55
+            ):
+                return key
+    for item in value.values() if isinstance(value, dict) else value:
+        if (found := unsafe_key(item, seen)) is not None:
+            return found
+    return None
+
+
+def test_the_scan_sees_the_keys_the_unpickler_hashes():
+    """Differential fuzz: pickles of data holding tuples, mutated (bytes replaced, dropped,
+    inserted from the opcodes that build and fill containers); whenever the scan accepts one and
+    the unpickler loads it, no key the scan refuses is in what was built, so the scan's model of
+    the stack and memo agrees with the C unpickler's."""
+    rng = random.Random(11)
+    opcodes = b"()tsu\x90\x91\x85\x86\x872e]}\x94h\x00q\x010"
+    accepted = 0
+    for _ in range(5000):
+        value = {"a": [1, (2, "t"), {"k": (1, 2), 3: {"x"}}], "b": frozenset({4}), 5: (6, (7,))}
+        data = bytearray(pickle.dumps(value, protocol=rng.choice([0, 2, 4, 5])))
+        for _ in range(rng.randrange(1, 4)):
+            at = rng.randrange(len(data))
+            match rng.randrange(3):
+                case 0:
+                    data[at] = rng.randrange(256)
+                case 1:
+                    del data[at]
+                case _:
+                    data.insert(at, rng.choice(opcodes))
+        try:
+            torch_zip._scan_pickle(bytes(data))
+            loaded = NoGlobals(io.BytesIO(bytes(data))).load()
+        except (torch_zip._Refused, Exception):
+            continue
+        accepted += 1
+        assert unsafe_key(loaded, set()) is None, bytes(data)
+    assert accepted > 50  # the mutations do not all break the stream
 
 
 # ----------------------------------------------------------------------------- the vidax command
