@@ -1,4 +1,4 @@
-"""The skeleton every family pipeline shares (DESIGN.md §2): find a release's files, verify
+"""The skeleton every family pipeline shares (docs/development.md): find a release's files, verify
 every component before any weight is read, load them, validate a request, place inputs, draw
 the initial noise, run the denoising loop, decode to uint8 frames, write the mp4. A family
 module (``vidax/pipelines/<model_type>.py``) holds only what is its own.
