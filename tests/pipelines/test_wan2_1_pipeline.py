@@ -742,3 +742,13 @@ def test_a_size_sp_cannot_split_is_refused_before_loading(t2v, monkeypatch):
                                          "Nothing was loaded"):
         wan.Pipeline.check_memory(release, request, mesh=sharding.make_mesh("sp=8"))
     assert wan.Pipeline.check_memory(release, request, mesh=sharding.make_mesh("sp=2,dp=4"))
+
+
+def test_generate_refuses_a_request_that_cannot_fit_before_loading(t2v, tmp_path, capsys,
+                                                                   monkeypatch):
+    """Through the CLI (before: every model loaded, then RESOURCE_EXHAUSTED / the OOM killer)."""
+    _no_loading(monkeypatch)
+    rc = _generate(t2v.release.folder, tmp_path / "big.mp4", "--size", "8192x8192",
+                   "--frames", "1001")
+    _assert_refused(rc, capsys, tmp_path, "1001 frames at 8192x8192: an estimated",
+                    "available (host RAM", "--skip-memory-check", "Nothing was loaded.")
