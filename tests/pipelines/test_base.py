@@ -373,3 +373,28 @@ def test_another_familys_release_is_named(tmp_path):
     with pytest.raises(VidaxError, match="is a LTX-Video release, not a CogVideoX one"):
         base.open_folder(cases["LTX-Video"], "CogVideoX", ("a",), None)
     assert base.recognise(folder("empty", "notes.txt")) == []
+
+
+def test_memory_reads_accelerators_and_the_host(monkeypatch):
+    """An accelerator's ``memory_stats()`` (the fullest device of the mesh); host RAM where
+    the backend reports none (the CPU); on a mesh the activations split over ``dp``/``sp``."""
+    import types
+
+    from vidax.pipelines import memory
+
+    def device(free, limit=80 * 2**30):
+        return types.SimpleNamespace(platform="gpu", memory_stats=lambda: {
+            "bytes_limit": limit, "bytes_in_use": limit - free})
+
+    mesh = types.SimpleNamespace(devices=np.array([device(30 * 2**30), device(20 * 2**30)]))
+    assert memory.device_available(mesh) == (20 * 2**30, "2 gpu device(s), memory_stats()",
+                                             "gpu")
+    available, where, platform = memory.device_available()
+    assert platform == "cpu" and where.startswith("host RAM") and available > 2**20
+    g = memory.DiTGeometry(batch=2, tokens=4096, dim=512, heads=8, ffn=2048, context=64)
+    whole = memory.dit_step(g, jnp.float32, "cpu")
+    assert memory.dit_step(g, jnp.float32, "cpu", dp=2).bytes < whole.bytes
+    assert memory.dit_step(g, jnp.float32, "cpu", sp=4).bytes < whole.bytes
+    flash = memory.dit_step(g, jnp.bfloat16, "gpu")   # cuDNN: no logits materialised
+    assert flash.bytes < whole.bytes and "cudnn" in flash.note
+    assert "logits" in memory.dit_step(g, jnp.float32, "gpu").largest[0]   # fp32: XLA's
