@@ -94,7 +94,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -109,8 +108,7 @@ from flax import nnx
 from vidax import loading, registry
 from vidax.pipelines import memory
 from vidax.errors import MemoryEstimateError, NumericalError, VerificationError, VidaxError
-from vidax.sharding import (SEQUENCE_AXIS, constrain_batch, sequence_parallel_problem,
-                            shard_batch, use_mesh)
+from vidax.sharding import constrain_batch, shard_batch, use_mesh
 from vidax.pipelines.inputs import (RELEASES, check_count, check_frames, check_seed, check_size,
                                     noise_array, number, parse_size, recognise, seed_key)
 from vidax.video import to_uint8, write_mp4
@@ -573,38 +571,8 @@ class PipelineBase:
         return estimate
 
     def estimate_memory(self, request: Request, *, weights: bool = True) -> memory.Estimate:
-        """:meth:`check_memory`'s estimate, without the check."""
-        from vidax.translator.verify import abstract_params
-
-        available, where, platform = memory.device_available(self.mesh)
-        axes = {} if self.mesh is None or platform == "cpu" else dict(self.mesh.shape)
-        width, height = request.size
-        estimate = memory.Estimate(
-            f"{self.describe()}, {request.frames} frames at {width}x{height}",
-            available=available, where=where,
-            mesh=",".join(f"{k}={v}" for k, v in axes.items()))
-        for key, spec in self.release.specs.items() if weights else ():
-            dtype = np.dtype(self.param_dtype(spec.component))
-            count = sum(math.prod(a.shape) for a in abstract_params(
-                spec.model_class(), self.release.configs[key]).values())
-            shards = axes.get("fsdp", 1) * axes.get("tp", 1) if spec.component == "dit" else 1
-            estimate.weights[key] = -(-count * dtype.itemsize // shards)
-            estimate.dtypes[key] = dtype.name
-        estimate.weights = self.weights_on_device(estimate.weights)
-        dit, vae = self.dit_geometry(request), self.vae_geometry(request)
-        sp = 1 if self.mesh is None else dict(self.mesh.shape).get(SEQUENCE_AXIS, 1)
-        problem = dit is not None and dit.split and sequence_parallel_problem(
-            sp, num_heads=dit.heads, num_tokens=dit.tokens)
-        if problem:  # what the DiT's first step would raise, after loading
-            raise VidaxError(f"{self.describe()}, {request.frames} frames at {width}x{height}: "
-                             f"{problem} Nothing was loaded.")
-        if dit is not None:
-            estimate.phases["DiT step"] = memory.dit_step(
-                dit, self.precision.dit_compute, platform, dp=axes.get("dp", 1),
-                sp=axes.get("sp", 1))
-        if vae is not None:
-            estimate.phases["VAE decode"] = memory.vae_decode(vae, platform)
-        return estimate
+        """:meth:`check_memory`'s estimate, without the check (:func:`memory.estimate`)."""
+        return memory.estimate(self, request, weights=weights)
 
     def component_config(self, component: str):
         """The config of the release's (first) weight file of ``component``."""

@@ -237,6 +237,49 @@ def vae_decode(g: VAEGeometry, platform: str) -> Phase:
     return Phase(total, largest, note)
 
 
+# ----------------------------------------------------------------------------- a request
+def estimate(pipe, request, *, weights: bool = True) -> Estimate:
+    """The estimate for ``request`` on ``pipe`` (a :class:`~vidax.pipelines.base.PipelineBase`,
+    its weights loaded or not): each weight file's parameters from its abstract tree at
+    ``pipe.param_dtype`` (``weights=False``: none, they are loaded), the family's
+    ``dit_geometry`` / ``vae_geometry``, the devices of ``pipe.mesh``. A token count the
+    family's sequence-parallel attention cannot split is a :class:`VidaxError` here, before
+    the DiT runs."""
+    import numpy as np
+
+    from vidax.errors import VidaxError
+    from vidax.sharding import SEQUENCE_AXIS, sequence_parallel_problem
+    from vidax.translator.verify import abstract_params
+
+    available, where, platform = device_available(pipe.mesh)
+    shape = {} if pipe.mesh is None else dict(pipe.mesh.shape)
+    axes = {} if platform == "cpu" else shape   # CPU devices share the host's RAM
+    width, height = request.size
+    what = f"{pipe.describe()}, {request.frames} frames at {width}x{height}"
+    result = Estimate(what, available=available, where=where,
+                      mesh=",".join(f"{k}={v}" for k, v in axes.items()))
+    for key, spec in pipe.release.specs.items() if weights else ():
+        dtype = np.dtype(pipe.param_dtype(spec.component))
+        count = sum(math.prod(a.shape) for a in abstract_params(
+            spec.model_class(), pipe.release.configs[key]).values())
+        shards = axes.get("fsdp", 1) * axes.get("tp", 1) if spec.component == "dit" else 1
+        result.weights[key] = -(-count * dtype.itemsize // shards)
+        result.dtypes[key] = dtype.name
+    result.weights = pipe.weights_on_device(result.weights)
+    dit, vae = pipe.dit_geometry(request), pipe.vae_geometry(request)
+    problem = dit is not None and dit.split and sequence_parallel_problem(
+        shape.get(SEQUENCE_AXIS, 1), num_heads=dit.heads, num_tokens=dit.tokens)
+    if problem:  # what the DiT's first step would raise
+        raise VidaxError(f"{what}: {problem} "
+                         + ("Nothing was loaded." if weights else "Nothing was sampled."))
+    if dit is not None:
+        result.phases["DiT step"] = dit_step(dit, pipe.precision.dit_compute, platform,
+                                             dp=axes.get("dp", 1), sp=axes.get("sp", 1))
+    if vae is not None:
+        result.phases["VAE decode"] = vae_decode(vae, platform)
+    return result
+
+
 # ----------------------------------------------------------------------------- devices
 def host_available() -> tuple[int | None, str]:
     """Host RAM available: ``MemAvailable`` of ``/proc/meminfo`` (Linux), else the free
