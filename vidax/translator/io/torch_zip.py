@@ -434,12 +434,6 @@ def _scan_pickle(data: bytes) -> tuple[int, int]:
 
 
 def _unpickle(path: str, data: bytes, load_storage: Callable[[object], _Storage]) -> object:
-    if len(data) > _MAX_PICKLE_BYTES:
-        raise CheckpointError(
-            path,
-            f"its pickle (data.pkl) has {len(data):,} bytes, more than the "
-            f"{_MAX_PICKLE_BYTES // 2**20} MiB vidax reads (torch.save writes ~110 per tensor).",
-        )
     try:
         _scan_pickle(data)
     except _Refused as e:
@@ -579,7 +573,14 @@ def _open_pth(
         raise CheckpointError(
             path, "it was saved on a big-endian machine; vidax reads little-endian."
         )
-    top = _unpickle(path, archive.read(f"{archive.prefix}/data.pkl"), _storage_loader(archive))
+    pickle_name = f"{archive.prefix}/data.pkl"
+    if archive.span(pickle_name)[1] > _MAX_PICKLE_BYTES:  # checked before anything is read
+        raise CheckpointError(
+            path,
+            f"its pickle (data.pkl) has {archive.span(pickle_name)[1]:,} bytes, more than the "
+            f"{_MAX_PICKLE_BYTES // 2**20} MiB vidax reads (torch.save writes ~150 a tensor).",
+        )
+    top = _unpickle(path, archive.read(pickle_name), _storage_loader(archive))
     state = _select_state_dict(path, top, wrapper)
 
     unsupported: list[str] = []
