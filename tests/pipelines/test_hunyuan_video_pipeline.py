@@ -233,3 +233,13 @@ def test_memory_is_checked_before_loading(case, monkeypatch):
                                size=size or (WIDTH, HEIGHT), steps=STEPS)
 
     check_before_loading(hv, case.root, make, monkeypatch)
+
+
+def test_decode_reports_each_temporal_tile(vidax_pipe):
+    """``on_chunk`` once per diffusers temporal tile (9 latent frames: tiles at 0, 3, 6)."""
+    vae = vidax_pipe.vae
+    z = np.random.default_rng(3).standard_normal(
+        (1, 9, 2, 2, vae.config.latent_channels)).astype(np.float32)
+    calls = []
+    video = vae.decode(z, framewise=True, on_chunk=lambda *c: calls.append(c))
+    assert calls == [(1, 3), (2, 3), (3, 3)] and video.shape[:2] == (1, 33)
