@@ -235,6 +235,7 @@ def test_memory_is_checked_before_loading(case, monkeypatch):
     check_before_loading(hv, case.root, make, monkeypatch)
 
 
+@pytest.mark.slow   # ~5 s: the tiled decode compiles
 def test_decode_reports_each_temporal_tile(vidax_pipe):
     """``on_chunk`` once per diffusers temporal tile (9 latent frames: tiles at 0, 3, 6)."""
     vae = vidax_pipe.vae
