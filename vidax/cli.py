@@ -278,13 +278,15 @@ def cmd_generate(args) -> int:
             image=args.image, last_image=args.last_image, frames=args.frames, size=args.size,
             steps=args.steps, guidance_scale=args.guidance_scale, shift=args.shift,
             sample_solver=args.sample_solver, seed=args.seed, noise=args.noise, fps=args.fps)
-        # Whether the request fits the devices, before a weight is read (an estimate; the
-        # option is for a user who knows better).
-        if not args.skip_memory_check and hasattr(family.Pipeline, "check_memory"):
-            family.Pipeline.check_memory(release, request, mesh=mesh, precision=args.precision)
+        # The request against the release, and whether it fits the devices, before a weight
+        # is read (an estimate: --skip-memory-check, for a user who knows better, still runs
+        # the request's checks and only skips the refusal).
+        check = not args.skip_memory_check
+        family.Pipeline.check_memory(release, request, mesh=mesh, precision=args.precision,
+                                     enforce=check)
         pipe = family.Pipeline.from_release(release, mesh=mesh, precision=args.precision,
                                             console=con)
-        frames = pipe(request=request)
+        frames = pipe(request=request, memory_check=check)
     path = pipe.write(frames, out, fps=request.fps)
     f, h, w = frames.shape[:3]
     con.print(f"wrote {path.resolve()}: {f} frames, {w}x{h}, {request.fps:g} fps, "

@@ -752,3 +752,15 @@ def test_generate_refuses_a_request_that_cannot_fit_before_loading(t2v, tmp_path
                    "--frames", "1001")
     _assert_refused(rc, capsys, tmp_path, "1001 frames at 8192x8192: an estimated",
                     "available (host RAM", "--skip-memory-check", "Nothing was loaded.")
+
+
+def test_skip_memory_check_proceeds_through_the_cli(t2v, tmp_path, capsys, monkeypatch):
+    """--skip-memory-check: a request the estimate refuses (the devices' memory patched to
+    1 MiB) still runs, through the check before loading and the one before sampling."""
+    from vidax.pipelines import memory
+
+    monkeypatch.setattr(memory, "device_available", lambda mesh=None: (2**20, "test", "cpu"))
+    assert _generate(t2v.release.folder, tmp_path / "a.mp4") == 1
+    assert "--skip-memory-check" in capsys.readouterr().err
+    assert _generate(t2v.release.folder, tmp_path / "b.mp4", "--skip-memory-check") == 0
+    assert (tmp_path / "b.mp4").is_file() and not (tmp_path / "a.mp4").exists()
