@@ -21,7 +21,7 @@ frame) and their ``None`` / ``'Rep'`` cache states become arrays:
   of everything the conv has seen, zero padding included; the same numbers in one fixed shape.
 
 So one jitted function runs each chunk: the first chunk and the later chunks compile once
-each, driven by a Python loop that donates the cache from chunk to chunk (DESIGN.md §7).
+each, driven by a Python loop that donates the cache from chunk to chunk (docs/models/wan2_1.md).
 Decoded chunks move to the host as they are produced.
 
 Module names mirror the authors'; where torch uses ``nn.Sequential`` indices the names are:
