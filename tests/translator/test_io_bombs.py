@@ -72,8 +72,9 @@ def zip_directory_bomb(path, entries: int):
 
     directory = central(name) + b"".join(central(b"archive/data/%d" % i) for i in range(entries))
     count = min(entries + 1, 0xFFFF)
-    end = struct.pack("<4s4H2IH", b"PK\x05\x06", 0, 0, count, count, len(directory), 34, 0)
-    path.write_bytes(local + name + pkl + directory + end)
+    entry = local + name + pkl
+    end = struct.pack("<4s4H2IH", b"PK\x05\x06", 0, 0, count, count, len(directory), len(entry), 0)
+    path.write_bytes(entry + directory + end)
     return path
 
 
@@ -86,7 +87,7 @@ def pickle_bombs(folder, sentinel) -> dict[str, tuple[object, list[str]]]:
     """name -> (path, words its refusal must contain), one .pt per way a pickle can balloon."""
     M61 = 2**61 - 1  # ints k * M61 all hash to 0
     colliding = b"".join(
-        b"\x8a\x0a" + (k * M61).to_bytes(10, "little") + b"N" for k in range(1, 20_001)
+        b"\x8a\x0a" + (k * M61).to_bytes(10, "little") + b"N" for k in range(1, 50_001)
     )
     shared_tuple = b"\x80\x02}q\x00)q\x010" + b"h\x01h\x01\x86q\x010" * 100  # ((t, t), (t, t))...
     cases = {
@@ -112,7 +113,7 @@ def pickle_bombs(folder, sentinel) -> dict[str, tuple[object, list[str]]]:
             + b".",
             ["a tuple as a dict key or set element", "ADDITEMS"],
         ),
-        # 20k keys of one hash: each insertion compares with all before it (quadratic)
+        # 50k keys of one hash: each insertion compares with all before it (quadratic)
         "colliding-ints": (
             b"\x80\x02}(" + colliding + b"u" + gadget(sentinel) + b".",
             ["an int of more than 55 bits", "SETITEMS"],
