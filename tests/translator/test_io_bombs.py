@@ -31,8 +31,9 @@ import torch
 from vidax.errors import CheckpointError
 from vidax.translator.io import open_checkpoint, safetensors, torch_zip
 
-WORKER_MEMORY = 1 * 2**30  # address space of the worker (it imports numpy and ml_dtypes only)
-CLI_MEMORY = 2 * 2**30  # and of a `vidax` process: `verify` imports JAX (measured: ~0.5 GiB)
+WORKER_MEMORY = 1 * 2**30  # address space the worker may add to what its imports took
+CLI_MEMORY = 4 * 2**30  # of a `vidax` process: `verify` imports JAX (~0.5 GiB on 2 cores)
+ONE_THREAD = {f"{lib}_NUM_THREADS": "1" for lib in ("OPENBLAS", "OMP", "MKL")}  # less to reserve
 DEADLINE = 10.0  # seconds a case may take; each is refused in well under one
 
 
@@ -212,9 +213,15 @@ def irregular_files(folder) -> dict[str, tuple[object, list[str]]]:
 
 WORKER = """
 import json, resource, sys, time
-resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[2]),) * 2)
 from vidax.errors import CheckpointError
 from vidax.translator.io import open_checkpoint
+
+try:  # the address space the imports took, plus a margin
+    with open("/proc/self/status") as status:
+        size = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:"))
+    resource.setrlimit(resource.RLIMIT_AS, (size + int(sys.argv[2]),) * 2)
+except OSError:  # no /proc: no limit, the growth of each case is still checked
+    pass
 
 for name, (path, _) in json.load(open(sys.argv[1])).items():
     print(json.dumps({"start": name}), flush=True)
@@ -248,6 +255,7 @@ def hostile(tmp_path_factory):
         stderr=subprocess.PIPE,
         text=True,
         cwd=folder,
+        env={**os.environ, **ONE_THREAD},
     )
     try:
         out, err = proc.communicate(timeout=budget)
@@ -503,7 +511,7 @@ def vidax(*args: str, timeout: float = 120) -> tuple[int, str, float]:
             text=True,
             timeout=timeout,
             preexec_fn=limit,
-            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+            env={**os.environ, **ONE_THREAD, "HF_HUB_OFFLINE": "1"},
         )
     except subprocess.TimeoutExpired:
         pytest.fail(f"vidax {' '.join(args)} still ran after {timeout} s")
