@@ -43,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from vidax.errors import VidaxError
+from vidax.translator.io.base import regular_file
 
 CLEANERS = (None, "whitespace")
 
@@ -299,7 +300,7 @@ def read_sentencepiece(path: str | os.PathLike) -> SentencePieceModel:
     and ``byte_fallback``, of ``normalizer_spec`` (3) the precompiled character map and the
     whitespace flags; every other field is skipped.
     """
-    path = Path(path)
+    path = regular_file(path, "SentencePiece model")
     try:
         data = path.read_bytes()
     except OSError as e:
@@ -449,7 +450,7 @@ def load_tokenizer(folder: str | os.PathLike, *, seq_len: int,
 
 def _read_json(path: Path) -> dict:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(regular_file(path, "JSON file").read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise VidaxError(f"{path}: not readable JSON ({e})") from e
     if not isinstance(data, dict):

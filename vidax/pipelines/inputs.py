@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from vidax.errors import VidaxError
+from vidax.translator.io.base import regular_file
 
 
 def parse_size(text: str) -> tuple[int, int]:
@@ -30,9 +31,7 @@ def load_image(image) -> np.ndarray:
     """An image as uint8 ``[H, W, 3]``: a path (read with Pillow, converted to RGB as the
     authors' ``Image.open(...).convert("RGB")``), a PIL image, or a uint8 array."""
     if isinstance(image, (str, os.PathLike)):
-        path = Path(image)
-        if not path.is_file():
-            raise VidaxError(f"{path}: no such image file")
+        path = regular_file(image, "image file")
         try:
             from PIL import Image
         except ImportError as e:
@@ -169,7 +168,7 @@ def read_noise(noise) -> np.ndarray:
     """Noise given as an array or a ``.npy`` path, checked to be finite floating-point
     numbers (in whatever layout it comes)."""
     if isinstance(noise, (str, os.PathLike)):
-        path = Path(noise)
+        path = regular_file(noise, "noise file")
         try:
             noise = np.load(path, allow_pickle=False)
         except (OSError, ValueError) as e:
@@ -197,8 +196,9 @@ def _read_layout(array: np.ndarray, axes: str, sizes: dict) -> np.ndarray | None
 def _class_name(path: Path) -> str:
     """A diffusers ``config.json``'s ``_class_name`` ("" where there is none)."""
     try:
-        return str(json.loads(path.read_text(encoding="utf-8")).get("_class_name", ""))
-    except (OSError, ValueError, AttributeError):
+        return str(json.loads(regular_file(path, "config").read_text(encoding="utf-8"))
+                   .get("_class_name", ""))
+    except (OSError, ValueError, AttributeError, VidaxError):   # none, or not a regular file
         return ""
 
 
@@ -227,7 +227,7 @@ def recognise(folder: Path) -> list[str]:
 def read_json_config(path: Path) -> dict:
     """A ``config.json`` as a dict (one clear error if it is not one)."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(regular_file(path, "config file").read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise VidaxError(f"{path}: not a readable JSON file ({e})") from e
     if not isinstance(data, dict):

@@ -13,12 +13,13 @@ import stat
 import struct
 import threading
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import ml_dtypes
 import numpy as np
 
-from vidax.errors import CheckpointError
+from vidax.errors import CheckpointError, VidaxError
 
 # ------------------------------------------------------------------------------------------ dtypes
 
@@ -171,6 +172,25 @@ def _not_regular(path: str, mode: int) -> CheckpointError:
         f"it is {kind}{link}, not a regular file. vidax reads checkpoints only from regular "
         f"files (and folders of them): {why}.",
     )
+
+
+def regular_file(path, what: str) -> Path:
+    """``path`` (a ``Path``) when it is a regular file, links followed; else a VidaxError naming
+    it and what it is. For the small inputs read whole (a config, a tokenizer file, a noise
+    array): a named pipe or a device there would block the read or never end."""
+    path = Path(path)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise VidaxError(f"{path}: no such {what}") from None
+    except (OSError, ValueError) as e:
+        raise VidaxError(f"{path}: the {what} cannot be read ({e})") from None
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _FILE_KINDS if test(mode)), "not a regular file")
+        raise VidaxError(f"{path}: the {what} is {kind}, not a regular file; vidax reads "
+                         "inputs only from regular files (a pipe or device could block the "
+                         "read or never end)")
+    return path
 
 
 def _open_regular_file(path: str) -> int:

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vidax.errors import VidaxError
-from vidax.translator.io.base import Checkpoint
+from vidax.translator.io.base import Checkpoint, _read_small_file
 from vidax.translator.io.dispatch import open_checkpoint
 from vidax.translator.mapping import Plan, Source, Target
 
@@ -50,6 +50,8 @@ if TYPE_CHECKING:
     from vidax import registry
 
 MARKER = "vidax_convert.json"
+#: The most bytes of a marker read (one is a few kB: the config and the sources' digests).
+MARKER_LIMIT = 16 * 2**20
 WEIGHTS = "model.safetensors"
 #: held (``flock``) by the process writing, moving or removing a folder; see ``vidax.convert``
 LOCK = ".vidax_convert.lock"
@@ -153,8 +155,8 @@ def is_converted_checkpoint(ckpt: Checkpoint) -> bool:
 def read_info(path) -> dict:
     """The marker of a converted folder, checked."""
     marker = Path(path) / MARKER
-    try:
-        info = json.loads(marker.read_text())
+    try:   # a regular file, and small: what convert writes is a few kB
+        info = json.loads(_read_small_file(str(marker), MARKER_LIMIT, "the marker"))
     except (OSError, ValueError) as e:
         raise VidaxError(f"{marker}: not a readable vidax convert marker ({e})") from None
     if not isinstance(info, dict) or info.get("format_version") != FORMAT_VERSION:
