@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import vidax
-from vidax import cli, demo, sharding
+from vidax import cli, sharding
+from vidax.demo import wan2_1 as demo
 from vidax.video import read_video
 
 OPTIONS = dict(frames=9, size=(64, 48), steps=3, seed=0)
@@ -16,7 +17,9 @@ OPTIONS = dict(frames=9, size=(64, 48), steps=3, seed=0)
 
 @pytest.fixture(scope="module")
 def release(tmp_path_factory):
-    return demo.write_tiny_wan2_1(tmp_path_factory.mktemp("tiny_wan2_1"))
+    folder = tmp_path_factory.mktemp("tiny_wan2_1")
+    demo.write(folder)
+    return folder
 
 
 @pytest.fixture(scope="module")
