@@ -133,13 +133,7 @@ def word_tokenizer(folder: Path, words, specials: Mapping[str, Any], *,
         tok.post_processor = processors.TemplateProcessing(
             single=" ".join(single), pair=" ".join(pair),
             special_tokens=[(t, vocab[t]) for t in dict.fromkeys((*prepend, *append))])
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    text = tok.to_str(pretty=True)
-    _atomic(folder / "tokenizer.json", lambda tmp: Path(tmp).write_text(text))
-    write_json(folder / "special_tokens_map.json", dict(specials))
-    write_json(folder / "tokenizer_config.json", {**dict(specials), **dict(config or {})})
-    return tok
+    return _save_tokenizer(tok, folder, specials, config)
 
 
 def byte_level_tokenizer(folder: Path, texts, specials: Mapping[str, Any], *,
@@ -178,6 +172,12 @@ def byte_level_tokenizer(folder: Path, texts, specials: Mapping[str, Any], *,
         tok.post_processor = processors.TemplateProcessing(
             single=" ".join([*prepend, "$A"]), pair=" ".join([*prepend, "$A", *prepend, "$B:1"]),
             special_tokens=[(t, tok.token_to_id(t)) for t in dict.fromkeys(prepend)])
+    return _save_tokenizer(tok, folder, specials, config)
+
+
+def _save_tokenizer(tok, folder, specials: Mapping[str, Any], config) -> Any:
+    """``tokenizer.json`` (atomically) with the ``special_tokens_map.json`` and
+    ``tokenizer_config.json`` that name its special tokens; returns ``tok``."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     text = tok.to_str(pretty=True)
