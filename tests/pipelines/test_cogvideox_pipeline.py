@@ -23,7 +23,9 @@ Cases (3 steps, CFG 6, 9 frames at 96x64 -> latents 3 x 8 x 12 x 4):
 * 1.5-5b-i2v: DPM + dynamic CFG, ofs, image latent / scaling_factor (invert_scale_latents).
 
 Bound: final latents, max |vidax - diffusers| <= 1e-4 x std(diffusers) (matmul "highest").
-Negative control: prompt and negative prompt exchanged must fail it.
+Negative control per case: prompt and negative prompt exchanged (the DDIM kinds), the first
+of a second-order step's two noise draws replayed instead of the second (the DPM++ kinds),
+must fail it.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.parity import compare, randomize
+from tests.parity import assert_fails, compare, randomize
 from vidax import cli, video
 from vidax.models.cogvideox.dit import CogVideoXDiTConfig
 from vidax.models.cogvideox.vae import CogVideoXVAEConfig
@@ -139,22 +141,26 @@ def _image() -> np.ndarray:
     return np.random.default_rng(7).integers(0, 256, (HEIGHT, WIDTH, 3), np.uint8)
 
 
-def _step_noise(kind_solver: str, gen: torch.Generator, timesteps, shape) -> np.ndarray | None:
+def _step_noise(kind_solver: str, gen: torch.Generator, timesteps, shape,
+                first_draw: bool = False) -> np.ndarray | None:
     """The DPM step noise their ``step`` uses, from a twin of the pipeline's generator, as
-    vidax's ``[N, F', h, w, C]``."""
+    vidax's ``[N, F', h, w, C]`` (``first_draw``: a second-order step's first draw instead,
+    the negative control's wrong noise)."""
     if kind_solver != "dpm++":
         return None
     out = []
     for k, t in enumerate(timesteps):
         noise = torch.randn(shape, generator=gen)
         if k > 0 and int(t) - 1000 // len(timesteps) >= 0:
-            noise = torch.randn(shape, generator=gen)      # the second-order update's draw
+            second = torch.randn(shape, generator=gen)     # the second-order update's draw
+            noise = noise if first_draw else second
         out.append(noise[0].permute(0, 2, 3, 1).numpy())
     return np.stack(out)
 
 
-def _runs(kind, reference, pipe, *, swap=False):
-    """(vidax's, diffusers') final latents ``[F, h, w, C]`` from the same draws."""
+def _runs(kind, reference, pipe, *, swap=False, first_draw=False):
+    """(vidax's, diffusers') final latents ``[F, h, w, C]`` from the same draws (``swap`` or
+    ``first_draw``: a negative control, vidax's run only)."""
     from diffusers import CogVideoXDPMScheduler
 
     solver, dynamic = CASES[kind]
@@ -176,10 +182,10 @@ def _runs(kind, reference, pipe, *, swap=False):
         encode = torch.randn((1, LATENT, 1, *shape[1:3]), generator=twin)
         encode = encode[0].permute(1, 2, 3, 0).numpy()
     steps = _step_noise(solver, twin, reference.scheduler.timesteps,
-                        (1, shape[0], LATENT, *shape[1:3]))
+                        (1, shape[0], LATENT, *shape[1:3]), first_draw=first_draw)
     ours = pipe.sample(request=dataclasses.replace(request, noise=initial),
                        draws=cog.Draws(encode=encode, steps=steps))
-    if swap:
+    if swap or first_draw:
         return ours, None
     kwargs = dict(prompt=PROMPT, negative_prompt=NEGATIVE, height=HEIGHT, width=WIDTH,
                   num_frames=FRAMES, num_inference_steps=STEPS, guidance_scale=GUIDANCE,
@@ -200,10 +206,15 @@ def test_matches_diffusers_pipeline(case, record_property):
     ours, theirs = _runs(kind, reference, pipe)
     stats = compare(f"cogvideox_{kind}_latents", ours, theirs, record_property)
     assert stats["max_abs_diff"] <= stats["bound"]
-    if kind == "2b":   # negative control: the prompts exchanged
+    # negative control, one vidax run (same shapes: nothing new compiled): the DPM++ kinds
+    # with a second-order step's first draw of noise instead of the second (their sampler's
+    # noise must matter), the DDIM kinds with the prompts exchanged
+    if CASES[kind][0] == "dpm++":
+        bad, _ = _runs(kind, reference, pipe, first_draw=True)
+        assert_fails(f"cogvideox_{kind}_negative_first_draw", bad, theirs, record_property)
+    else:
         swapped, _ = _runs(kind, reference, pipe, swap=True)
-        bad = compare(f"cogvideox_{kind}_swapped_prompts", swapped, theirs, record_property)
-        assert bad["max_abs_diff"] > bad["bound"]
+        assert_fails(f"cogvideox_{kind}_swapped_prompts", swapped, theirs, record_property)
 
 
 def test_dynamic_guidance_is_theirs():
