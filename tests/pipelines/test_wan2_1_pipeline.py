@@ -31,8 +31,8 @@ difference of two DiT outputs by 5, so up to ~10x a single pass's residue is exp
 measured figures (printed, and recorded as properties) are 5e-6..1e-5 x std. UniPC and
 DPM++ are both driven. Negative controls: T2V with the prompt and the negative prompt
 exchanged (CFG turned around); I2V and FLF2V with vidax's mask and condition channels in the
-opposite order. Both must fail. The default "bf16" policy gets a sanity bound only
-(correlation > 0.99; bfloat16 rounding is ~1e-2 x std here).
+opposite order. Both must fail. The default "bf16" policy against the same float32
+references: max |diff| <= 5e-2 x std (:data:`BF16_REL_TOL`; measured 0.8e-2..1.2e-2 x std).
 
 Also: the mp4 that ``vidax generate`` writes decodes to the requested frames and size, and
 bad input (a missing component, the VAE saved as the DiT, a prompt over 512 tokens, frames
@@ -81,6 +81,10 @@ SIZE = (64, 48)  # (width, height): latents 3 x 6 x 8, 3 x 3 x 4 DiT tokens
 PROMPT = "a cat runs across the snowy forest at sunset, cinematic lighting"
 TEXT_LEN = 512
 CLIP_FILE = "models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth"
+#: The "bf16" policy's bound against a float32 reference, x std(reference): the issue's
+#: ceiling. Measured on CPU (jax 0.8): T2V 1.16e-2, I2V 0.80e-2, FLF2V 0.88e-2 -- bfloat16's
+#: ~2^-8 relative rounding of each DiT pass, times ~5 through ``uncond + 5 (cond - uncond)``.
+BF16_REL_TOL = 5e-2
 # The text tower of the tiny XLM-R CLIP: in the file, ignored by the mapper.
 TINY_CLIP_TEXT = dict(embed_dim=16, vocab_size=50, max_text_len=16, text_dim=32, text_heads=2,
                       text_layers=1)
@@ -355,14 +359,15 @@ def test_noise_layouts_and_seed(t2v, t2v_reference):
 @pytest.mark.slow
 def test_t2v_bf16_policy_stays_close(t2v, t2v_reference, record_property):
     """The default policy (bf16 DiT compute and UMT5, as the authors run them) against the
-    float32 reference: no parity bound (bf16 rounds at ~4e-3), a sanity bound."""
+    authors' float32 ``WanT2V.generate``: max |diff| <= 5e-2 x std (measured 1.2e-2)."""
     pipe = vidax.pipeline("wan2_1", t2v.release.folder)
     assert pipe.precision.name == "bf16"
     latents = pipe.sample(PROMPT, frames=FRAMES, size=SIZE, steps=STEPS,
                           noise=t2v_reference.noise)
     ref = t2v_reference.latents.transpose(1, 2, 3, 0)
-    stats = compare("t2v_latents_bf16_policy", latents, ref, record_property)
-    assert stats["corr"] > 0.99, stats
+    stats = compare("t2v_latents_bf16_policy", latents, ref, record_property,
+                    rel_tol=BF16_REL_TOL)
+    assert stats["max_abs_diff"] <= stats["bound"], stats
     assert {a.dtype for a in jax.tree.leaves(nnx.state(pipe.dit))} == {jnp.dtype(jnp.float32)}
     assert {a.dtype for a in jax.tree.leaves(nnx.state(pipe.text_encoder))} == \
         {jnp.dtype(jnp.bfloat16)}
@@ -641,13 +646,14 @@ def test_generate_image_tasks_need_their_images(image_case, tmp_path, capsys):
 @pytest.mark.slow
 def test_image_to_video_bf16_policy_stays_close(image_case, record_property):
     """The default policy on the image path too: UMT5 in bfloat16 (the authors' t5_dtype),
-    the DiT's bfloat16 compute, CLIP in float32; a sanity bound."""
+    the DiT's bfloat16 compute, CLIP in float32; against diffusers' float32 run: max |diff|
+    <= 5e-2 x std (measured 0.8e-2 i2v, 0.9e-2 flf2v)."""
     pipe = vidax.pipeline("wan2_1", image_case.release.folder)
     assert pipe.precision.name == "bf16"
     latents = pipe.sample(request=image_case.request)
     stats = compare(f"{image_case.task}_latents_bf16_policy", latents, image_case.ref,
-                     record_property)
-    assert stats["corr"] > 0.99, stats
+                    record_property, rel_tol=BF16_REL_TOL)
+    assert stats["max_abs_diff"] <= stats["bound"], stats
 
 
 # ----------------------------------------------------------------------------- issue #11
