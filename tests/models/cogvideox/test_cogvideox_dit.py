@@ -25,8 +25,10 @@ code is under test too). Batch 2, timesteps 937 and 121.5.
 Bound: float32, matmul precision "highest", max |vidax - diffusers| <= 1e-4 x std(diffusers).
 Measured (this machine): 2b 1.3e-6, 5b 1.2e-6, 5b-i2v 1.4e-6 (at 2 latent frames, where
 the learned table falls back to sincos: 1.7e-6), 1.5-5b 1.7e-6, 1.5-5b-i2v 1.6e-6 (x std).
-Negative control: ``to_q`` and ``to_k`` of block 0 exchanged in the saved file must fail the
-bound (measured 0.46 x std).
+Negative controls, one per kind, on an edited copy of the saved file against the same reference
+output: 5b ``to_q`` and ``to_k`` of block 0 exchanged (measured 0.46 x std); 2b and 1.5-5b the
+patch embedding's last axis reversed, 5b-i2v the learned table's rows shifted by one,
+1.5-5b-i2v the ``ofs`` embedding's first Linear negated.
 
 bfloat16 compute (``compute_dtype=jnp.bfloat16``, every kind) against the same float32
 reference: bound 5e-2 x std and correlation > 0.999, output float32. Measured: 2b 1.4e-2,
@@ -156,6 +158,44 @@ def test_negative_control_swapped_q_k(case, tmp_path, record_property):
                             "transformer_blocks.0.attn1.to_k.weight")))
     assert_fails(f"cogvideox_{case['kind']}_negative", _vidax_output(bad, case["cfg"],
                                                                       case["inputs"]),
+                 case["ref"], record_property)
+
+
+def _flip_last(key):
+    """An edit reversing the last axis of ``key``: the Conv2d kernel's width taps (2b), the
+    Linear patch embedding's (C, p_t, p, p) input order (1.5)."""
+    def edit(tensors):
+        tensors[key] = np.ascontiguousarray(tensors[key][..., ::-1])
+    return edit
+
+
+def _roll_table(tensors):
+    """The learned position table's rows shifted by one (5b-i2v)."""
+    key = "patch_embed.pos_embedding"
+    tensors[key] = np.ascontiguousarray(np.roll(tensors[key], 1, axis=1))
+
+
+def _negate_ofs(tensors):
+    """The ``ofs`` embedding's first Linear negated (1.5-5b-i2v)."""
+    key = "ofs_embedding.linear_1.weight"
+    tensors[key] = -tensors[key]
+
+
+#: kind -> the edit of its saved file that must fail the bound: each kind's own structure
+#: (the patch embedding's layout, the learned table, the ofs embedding); 5b: the q/k swap above.
+KIND_EDITS = {"2b": _flip_last("patch_embed.proj.weight"), "5b-i2v": _roll_table,
+              "1.5-5b": _flip_last("patch_embed.proj.weight"), "1.5-5b-i2v": _negate_ofs}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(KIND_EDITS), indirect=True)
+def test_negative_control_per_kind(case, tmp_path, record_property):
+    """The saved reference output against vidax on an edited copy of the file (one new
+    vidax run, no new reference run)."""
+    bad = edited_copy(case["path"], tmp_path / "diffusion_pytorch_model.safetensors",
+                      KIND_EDITS[case["kind"]])
+    assert_fails(f"cogvideox_{case['kind']}_negative_kind", _vidax_output(bad, case["cfg"],
+                                                                           case["inputs"]),
                  case["ref"], record_property)
 
 
