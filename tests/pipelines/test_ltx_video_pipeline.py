@@ -38,7 +38,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.parity import compare
+from tests.parity import assert_fails, compare
 from tests.reference import ltx_video as ref
 from vidax import cli, video
 from vidax.errors import VidaxError
@@ -370,6 +370,13 @@ def test_t2v_distilled_list_matches_authors_pipeline(pipe, authors, record_prope
     stats = compare("t2v_distilled_like", _vidax_run(pipe, DISTILLED_LIKE, draws), expected,
                      record_property)
     assert stats["max_abs_diff"] <= stats["bound"], stats
+    # negative control: one entry of the explicit timestep list moved (0.725 -> 0.7), the
+    # same number of steps (one more vidax run of the same shapes)
+    moved = dataclasses_replace(DISTILLED_LIKE, timesteps=tuple(
+        0.7 if t == 0.725 else t for t in DISTILLED_LIKE.timesteps))
+    assert moved.timesteps != DISTILLED_LIKE.timesteps
+    assert_fails("t2v_distilled_like_negative_moved_timestep", _vidax_run(pipe, moved, draws),
+                 expected, record_property)
 
 
 @pytest.mark.slow
@@ -475,6 +482,12 @@ def test_multiscale_t2v_matches_authors_pipeline(multiscale, authors, record_pro
     out = _vidax_run(pipe, DEV_LIKE, draws, second=SECOND_PASS, size=MULTI_SIZE)
     stats = compare("multiscale_t2v", out, expected, record_property)
     assert stats["max_abs_diff"] <= stats["bound"], stats
+    # negative control: the second pass starting one step earlier (skip_initial 5 -> 4), so it
+    # re-noises the upsampled latents to another level
+    early = dataclasses_replace(SECOND_PASS, skip_initial_inference_steps=4)
+    assert_fails("multiscale_t2v_negative_second_pass_start",
+                 _vidax_run(pipe, DEV_LIKE, draws, second=early, size=MULTI_SIZE), expected,
+                 record_property)
 
 
 def test_multiscale_i2v_matches_authors_pipeline(multiscale, authors, record_property):
