@@ -30,9 +30,10 @@ residues through 4 steps and the guidance ``uncond + 5 (cond - uncond)`` multipl
 difference of two DiT outputs by 5, so up to ~10x a single pass's residue is expected; the
 measured figures (printed, and recorded as properties) are 5e-6..1e-5 x std. UniPC and
 DPM++ are both driven. Negative controls: T2V with the prompt and the negative prompt
-exchanged (CFG turned around); I2V and FLF2V with vidax's mask and condition channels in the
-opposite order. Both must fail. The default "bf16" policy against the same float32
-references: max |diff| <= 5e-2 x std (:data:`BF16_REL_TOL`; measured 0.8e-2..1.2e-2 x std).
+exchanged (CFG turned around); DPM++ with UniPC's run against its reference; I2V and FLF2V
+with vidax's mask and condition channels in the opposite order. All must fail. The default
+"bf16" policy against the same float32 references: max |diff| <= 5e-2 x std
+(:data:`BF16_REL_TOL`; measured 0.8e-2..1.2e-2 x std).
 
 Also: the mp4 that ``vidax generate`` writes decodes to the requested frames and size, and
 bad input (a missing component, the VAE saved as the DiT, a prompt over 512 tokens, frames
@@ -64,7 +65,7 @@ import torch  # noqa: E402
 from flax import nnx  # noqa: E402
 
 import vidax  # noqa: E402
-from tests.parity import compare
+from tests.parity import assert_fails, compare
 from tests.reference import wan22  # noqa: E402
 from vidax import cli, errors, video  # noqa: E402
 from vidax.errors import VerificationError, VidaxError  # noqa: E402
@@ -338,6 +339,12 @@ def test_t2v_dpm_solver_matches_authors_generate(t2v, record_property):
     stats = compare("t2v_latents_dpm++", latents, reference.latents.transpose(1, 2, 3, 0),
                      record_property)
     assert stats["max_abs_diff"] <= stats["bound"], stats
+    # Negative control: the same request with the other solver (UniPC) against the DPM++
+    # reference (one more vidax run of the same shapes: nothing new compiled for the DiT).
+    unipc = t2v.pipe.sample(PROMPT, frames=FRAMES, size=SIZE, steps=STEPS,
+                            sample_solver="unipc", noise=reference.noise)
+    assert_fails("t2v_latents_dpm++_negative_unipc", unipc,
+                 reference.latents.transpose(1, 2, 3, 0), record_property)
 
 
 @pytest.mark.slow

@@ -50,7 +50,7 @@ import test_wan2_1_pipeline as w21  # noqa: E402  (the Wan2.1 test's release hel
 import torch  # noqa: E402
 
 import vidax  # noqa: E402
-from tests.parity import compare
+from tests.parity import assert_fails, compare
 from tests.reference import wan22  # noqa: E402
 from vidax import cli, video  # noqa: E402
 from vidax.errors import VidaxError  # noqa: E402
@@ -265,6 +265,11 @@ def test_ti2v_text_to_video_matches_authors(releases, pipes, record_property):
     assert pipe.expert_log == ["dit"] * STEPS
     stats = compare("ti2v_t2v_latents", latents, ref.latents, record_property)
     assert stats["max_abs_diff"] <= stats["bound"], stats
+    # Negative control: the prompt's last word dropped (one more vidax run of the same shapes,
+    # against the same reference).
+    dropped = pipe.sample(PROMPT.rsplit(" ", 1)[0], frames=FRAMES, size=TI2V_SIZE, steps=STEPS,
+                          noise=ref.noise)
+    assert_fails("ti2v_t2v_negative_dropped_word", dropped, ref.latents, record_property)
 
 
 # ----------------------------------------------------------------------------- A14B
