@@ -330,16 +330,69 @@ def test_scheduler_step_matches_authors_per_token():
     np.testing.assert_allclose(last, sample - schedule[-1] * velocity, atol=1e-7)
 
 
-def test_guidance_lists_resolve_as_theirs():
-    """The dev config's 7-entry lists over its 27 steps, and the skipped blocks per step."""
-    settings = ltx.DEFAULTS["0.9.8-13b-dev"].first_pass
+class _Resolved(Exception):
+    """Raised where their ``__call__`` starts encoding the prompt: the lists are resolved."""
+
+
+def _authors_resolution(settings: ltx.PassSettings, *, height=512, width=768, frames=121):
+    """Their ``LTXVideoPipeline.__call__`` itself, on a stand-in holding only what it reads
+    before the prompt (their ``check_inputs``, a real ``RectifiedFlowScheduler``), stopped at
+    ``encode_prompt``: its timesteps and per-step guidance, skipped-block lists, read from the
+    call's own frame."""
+    import sys
+    from types import SimpleNamespace
+
+    from ltx_video.pipelines.pipeline_ltx_video import LTXVideoPipeline
+    from ltx_video.schedulers.rf import RectifiedFlowScheduler
+
+    class StandIn:
+        _execution_device = torch.device("cpu")
+        video_scale_factor, vae_scale_factor = 8, 32
+        vae, text_encoder, allowed_inference_steps = None, None, None
+        transformer = SimpleNamespace(config=SimpleNamespace(in_channels=128))
+        scheduler = RectifiedFlowScheduler(sampler="LinearQuadratic")
+        check_inputs = LTXVideoPipeline.check_inputs
+
+        def encode_prompt(self, *args, **kwargs):
+            raise _Resolved
+
+    try:
+        LTXVideoPipeline.__call__(StandIn(), height=height, width=width, num_frames=frames,
+                                  frame_rate=FPS, prompt=PROMPT, negative_prompt=NEGATIVE,
+                                  # a second pass starts from latents (read after the stop)
+                                  latents=torch.zeros(1) if settings.skip_initial_inference_steps
+                                  else None, **_kwargs(settings))
+    except _Resolved:
+        tb = sys.exc_info()[2]
+    else:
+        pytest.fail("their __call__ did not reach encode_prompt")
+    frame = next(f for f, _ in __import__("traceback").walk_tb(tb)
+                 if f.f_code is LTXVideoPipeline.__call__.__wrapped__.__code__)
+    names = ("timesteps", "guidance_scale", "stg_scale", "rescaling_scale", "skip_block_list")
+    return {k: frame.f_locals[k] for k in names}
+
+
+@pytest.mark.parametrize("which", ["dev first", "dev second", "DEV_LIKE", "I2V_SETTINGS"])
+def test_guidance_lists_resolve_as_theirs(which):
+    """vidax's schedule and per-step guidance (``PassSettings.schedule`` / ``per_step``)
+    against the lists their own ``__call__`` resolves from the same settings."""
+    settings = {"dev first": ltx.DEFAULTS["0.9.8-13b-dev"].first_pass,
+                "dev second": ltx.DEFAULTS["0.9.8-13b-dev"].second_pass,
+                "DEV_LIKE": DEV_LIKE, "I2V_SETTINGS": I2V_SETTINGS}[which]
+    theirs = _authors_resolution(settings)
     schedule = settings.schedule(rf.RectifiedFlowScheduler(sampler="LinearQuadratic"), 1000)
-    assert len(schedule) == 27
+    np.testing.assert_array_equal(schedule, theirs["timesteps"].numpy())
     steps = settings.per_step(schedule)
-    assert [s.guidance_scale for s in steps[:2]] == [1, 1]
-    assert {6, 8} <= {s.guidance_scale for s in steps}
-    assert steps[1].skip_blocks == (11, 25, 35, 39) and steps[-1].skip_blocks == (28,)
-    assert all(s.guidance_scale == 1 and s.stg_scale == 1 for s in steps[-3:])
+    assert len(steps) == len(theirs["guidance_scale"])
+    assert [s.guidance_scale for s in steps] == [float(g) for g in theirs["guidance_scale"]]
+    assert [s.stg_scale for s in steps] == [float(g) for g in theirs["stg_scale"]]
+    assert [s.rescaling_scale for s in steps] == [float(g) for g in theirs["rescaling_scale"]]
+    blocks = theirs["skip_block_list"]
+    assert [s.skip_blocks for s in steps] == (
+        [None] * len(steps) if blocks is None else [tuple(b) for b in blocks])
+    if which == "dev first":   # the dev config's 7-entry lists over its 27 steps
+        assert len(steps) == 27 and {1, 6, 8} <= {s.guidance_scale for s in steps}
+        assert steps[1].skip_blocks == (11, 25, 35, 39) and steps[-1].skip_blocks == (28,)
 
 
 def test_tone_map_matches_authors():
