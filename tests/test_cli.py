@@ -96,6 +96,35 @@ def test_verify_real_checkpoint_and_wrong_component(tmp_path, capsys):
     assert rc == 1
     assert "matched 3/3 tensors" in out and "missing" in out
 
+    # The wrong component: tensors of the same release's VAE (its three smallest, at their
+    # full shapes) given as --component dit are refused, the refusal naming each VAE tensor
+    # as unexpected and matching none of them.
+    vae = get_manifest("wan2_1/t2v-1.3b__vae")
+    vae_keys = sorted(vae.tensors, key=lambda k: (_numel(vae.tensors[k].shape), k))[:3]
+    assert not set(vae_keys) & set(m.tensors)
+    path = tmp_path / "vae.safetensors"
+    safetensors.numpy.save_file(
+        {k: np.zeros(vae.tensors[k].shape, np.float32) for k in vae_keys}, path)
+    rc = cli.main(["verify", "wan2_1", "--component", "dit", "--variant", "t2v-1.3b",
+                   "--checkpoint", str(path)])
+    out = capsys.readouterr().out
+    assert rc == 1, out
+    assert "matched 0/3 tensors" in out and "unexpected" in out, out
+    for key in vae_keys:
+        assert key in out, (key, out)
+    # and the same file as what it is verifies against the VAE's names (no refusal of the names)
+    rc = cli.main(["verify", "wan2_1", "--component", "vae", "--variant", "t2v-1.3b",
+                   "--checkpoint", str(path)])
+    out = capsys.readouterr().out
+    assert "matched 3/3 tensors" in out and "unexpected" not in out, out
+
+
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
 
 def test_inspect_identifies_and_reports(tmp_path, capsys):
     m = get_manifest("wan2_1/t2v-1.3b__dit")
