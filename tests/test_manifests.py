@@ -11,10 +11,8 @@ from vidax.errors import RegistryError, VidaxError
 from vidax.manifests import (TensorSpec, all_manifests, get_manifest, identify, load_manifest,
                              shared_sets)
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "manifests"
 PACKAGED = Path(__file__).resolve().parents[1] / "vidax" / "data" / "manifests"
 NAMES = [m.name for m in all_manifests()]
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/manifests is absent")
 
 WAN_VAE = {"cosmos2_5/predict-2b__vae", "wan2_1/flf2v-14b__vae", "wan2_1/i2v-14b__vae",
            "wan2_1/t2v-1.3b__vae", "wan2_1/t2v-14b__vae", "wan2_2/i2v-a14b__vae",
@@ -33,10 +31,11 @@ def _names(part, *kinds):
 
 # --- the packaged copy ---------------------------------------------------------------------
 
-@needs_shared
-def test_packaged_copy_equals_shared_source():
-    sources = {p.relative_to(SHARED).with_suffix("").as_posix(): p
-               for p in SHARED.glob("*/*.json")}
+def test_packaged_copy_equals_shared_source(shared_manifests):
+    """``shared_manifests`` (tests/conftest.py): ../shared absent fails unless
+    VIDAX_NO_SHARED=1."""
+    sources = {p.relative_to(shared_manifests).with_suffix("").as_posix(): p
+               for p in shared_manifests.glob("*/*.json")}
     packaged = {p.relative_to(PACKAGED).as_posix().removesuffix(".json.gz"): p
                 for p in PACKAGED.glob("*/*.json.gz")}
     assert packaged.keys() == sources.keys(), "run scripts/sync_manifests.py"
@@ -45,9 +44,8 @@ def test_packaged_copy_equals_shared_source():
     assert sorted(NAMES) == sorted(sources)
 
 
-@needs_shared
-def test_load_manifest_reads_a_shared_file_like_the_packaged_copy():
-    m = load_manifest(SHARED / "wan2_1" / "t2v-14b__dit.json")
+def test_load_manifest_reads_a_shared_file_like_the_packaged_copy(shared_manifests):
+    m = load_manifest(shared_manifests / "wan2_1" / "t2v-14b__dit.json")
     assert m == get_manifest("wan2_1/t2v-14b__dit")
     assert m.tensors["patch_embedding.weight"] == TensorSpec((5120, 16, 1, 2, 2), "float32")
 
