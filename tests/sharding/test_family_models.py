@@ -6,6 +6,9 @@ single-device output under dp, fsdp, tp, sp and mixed meshes, with their paramet
 their partition rules.
 
 Bound as in test_sharded_dit.py: float32 "highest", max |sharded - single| <= 1e-4 x std.
+On ``sp=8`` the masked models' compiled programs are also checked to be Ulysses
+(test_masked_sp.assert_ulysses: all-to-alls, no floating-point all-gather over a full attention
+length), so a mask that sent attention back to XLA's partitioner fails here.
 Random (KeyGen) weights suffice here: the loading path is covered there; this is about the
 models' computation under sharding."""
 
@@ -33,6 +36,7 @@ from vidax.models.ltx_video.dit import LTXVideoDiT, LTXVideoDiTConfig
 from vidax.models.wan2_1.dit import WanDiT
 from vidax.translator.mappings.wan2_2 import Wan22DiTConfigs
 from vidax.translator.verify import flat_params
+from tests.sharding.test_masked_sp import assert_ulysses
 
 jax.config.update("jax_default_matmul_precision", "highest")
 REL_TOL = 1e-4
@@ -57,13 +61,17 @@ def _place(model: nnx.Module, mesh) -> nnx.Module:
     return nnx.merge(graphdef, nnx.from_flat_state(leaves))
 
 
-def _check(run, model, inputs, spec):
+def _check(run, model, inputs, spec, lengths=(), known=()):
+    """``lengths``: the model's attention lengths; on ``sp=8`` its program must be Ulysses
+    (``known``: the shapes of all-gathers named as a known gap, see the callers)."""
     ref = np.asarray(run(model, **inputs))
     mesh = sharding.make_mesh(spec)
     placed = _place(model, mesh)
     with sharding.use_mesh(mesh):
-        out = np.asarray(run(placed, **{k: sharding.shard_batch(v, mesh)
-                                        for k, v in inputs.items()}))
+        args = {k: sharding.shard_batch(v, mesh) for k, v in inputs.items()}
+        out = np.asarray(run(placed, **args))
+        if lengths and spec == "sp=8,fsdp=1":
+            assert_ulysses(run.lower(placed, **args).compile().as_text(), lengths, 8, known)
     diff, std = float(np.abs(out - ref).max()), float(ref.std())
     print(f"{spec}: max|diff| {diff:.3e} = {diff / std:.2e} x std")
     assert diff <= REL_TOL * std
@@ -95,7 +103,7 @@ def _run_ltx(model, latents, timestep, context, context_mask):
 
 @pytest.mark.parametrize("spec", MESHES)
 def test_ltx_video_dit_on_a_mesh(ltx, spec):
-    _check(_run_ltx, *ltx, spec)
+    _check(_run_ltx, *ltx, spec, lengths=[48])   # cross-attention: the text mask as a bias
 
 
 # ----------------------------------------------------------------------------- Wan2.2 TI2V
@@ -193,7 +201,11 @@ def _run_cosmos3(model, latents, timesteps, input_ids):
 
 @pytest.mark.parametrize("spec", MESHES)
 def test_cosmos3_dit_on_a_mesh(cosmos3, spec):
-    _check(_run_cosmos3, *cosmos3, spec)
+    # The prompt's causal attention (8 tokens) and the video tokens are Ulysses. Known gap:
+    # the video queries' attention over [prompt, video] keys (8 + 48) is cross-attention to
+    # vidax (keys of another length), so its k/v [2, 56, 8, 16] are gathered whole on every
+    # device (unmasked; docs/hardware_and_sharding.md).
+    _check(_run_cosmos3, *cosmos3, spec, lengths=[8, 48, 56], known=[(2, 56, 8, 16)])
 
 
 # ----------------------------------------------------------------------------- Reason1
@@ -216,7 +228,7 @@ def _run_reason1(model, input_ids, attention_mask):
 
 @pytest.mark.parametrize("spec", MESHES)
 def test_reason1_text_encoder_on_a_mesh(reason1, spec):
-    _check(_run_reason1, *reason1, spec)
+    _check(_run_reason1, *reason1, spec, lengths=[16])
 
 
 # ----------------------------------------------------------------------------- HunyuanVideo
@@ -243,7 +255,8 @@ def _run_hunyuan(model, x, t, text_states, text_mask, text_states_2, guidance):
 
 @pytest.mark.parametrize("spec", CI_MESHES)
 def test_hunyuan_video_dit_on_a_mesh(hunyuan, spec):
-    _check(_run_hunyuan, *hunyuan, spec)
+    # 48 image + 8 text tokens; the token refiner: 8 text tokens, pairwise mask
+    _check(_run_hunyuan, *hunyuan, spec, lengths=[56, 8])
 
 
 # ----------------------------------------------------------------------------- LTX-2
@@ -282,7 +295,9 @@ def _run_ltx2(model, v_latent, v_sigma, v_t, v_context, mask, a_latent, a_sigma,
 
 @pytest.mark.parametrize("spec", CI_MESHES)
 def test_ltx2_dit_on_a_mesh(ltx2, spec):
-    _check(_run_ltx2, *ltx2, spec)
+    # Known gap: the unmasked audio<->video cross-attention gathers the other stream's k/v
+    # whole (video [2, 48, 8, 8], audio [2, 8, 8, 8]: both streams are split over sp).
+    _check(_run_ltx2, *ltx2, spec, lengths=[48, 8], known=[(2, 48, 8, 8), (2, 8, 8, 8)])
 
 
 @pytest.fixture(scope="module")
@@ -290,13 +305,14 @@ def hunyuan15():
     cfg = dataclasses.replace(HunyuanVideo15DiTConfig.tiny(), hidden_size=256, heads_num=8)
     rng = np.random.default_rng(0)
     f = lambda *s: rng.standard_normal(s).astype(np.float32)   # noqa: E731
-    text_mask, byt5_mask = np.ones((2, 8), np.int32), np.ones((2, 6), np.int32)
+    # 48 image + 8 vision + 8 ByT5 + 8 text = 72 tokens: sp=8 divides the joint attention
+    text_mask, byt5_mask = np.ones((2, 8), np.int32), np.ones((2, 8), np.int32)
     text_mask[1, 5:], byt5_mask[0, 2:] = 0, 0
     inputs = {"x": f(2, 2, 4, 6, 2 * cfg.in_channels + 1),   # [noisy | condition | mask]
               "t": np.array([900.0, 250.0], np.float32),
               "text_states": f(2, 8, cfg.text_states_dim), "text_mask": text_mask,
-              "byt5_states": f(2, 6, cfg.byt5_states_dim), "byt5_mask": byt5_mask,
-              "vision_states": f(2, 4, cfg.vision_states_dim)}     # image-to-video
+              "byt5_states": f(2, 8, cfg.byt5_states_dim), "byt5_mask": byt5_mask,
+              "vision_states": f(2, 8, cfg.vision_states_dim)}     # image-to-video
     return HunyuanVideo15DiT(cfg, keys=9), inputs
 
 
@@ -307,7 +323,7 @@ def _run_hunyuan15(model, x, t, text_states, text_mask, byt5_states, byt5_mask, 
 
 @pytest.mark.parametrize("spec", CI_MESHES)
 def test_hunyuan_video1_5_dit_on_a_mesh(hunyuan15, spec):
-    _check(_run_hunyuan15, *hunyuan15, spec)
+    _check(_run_hunyuan15, *hunyuan15, spec, lengths=[72, 8])
 
 
 @pytest.fixture(scope="module")
@@ -325,7 +341,7 @@ def gemma():
 
 @pytest.mark.parametrize("spec", CI_MESHES)
 def test_gemma_text_encoder_on_a_mesh(gemma, spec):
-    _check(_run_reason1, *gemma, spec)      # the same call: every hidden state, stacked
+    _check(_run_reason1, *gemma, spec, lengths=[16])   # the same call: every hidden state
 
 
 def test_rules_split_the_ltx_attention_by_heads():

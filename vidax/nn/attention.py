@@ -60,6 +60,9 @@ log = logging.getLogger("vidax.attention")
 
 #: The environment variable that overrides the automatic kernel choice.
 ENV_VAR = "VIDAX_ATTENTION"
+#: ``VIDAX_SEQUENCE_PARALLEL=0`` turns the Ulysses split off (every call then behaves as
+#: ``sequence_parallel=False``): XLA's partitioner handles the ``sp`` axis.
+SP_ENV_VAR = "VIDAX_SEQUENCE_PARALLEL"
 _HALF = (jnp.bfloat16, jnp.float16)
 
 
@@ -200,17 +203,15 @@ def attention(q: jax.Array, k: jax.Array, v: jax.Array, *, mask: jax.Array | Non
                          f"{q.dtype}; use implementation='xla' (or unset {ENV_VAR})")
 
     mesh = jax.sharding.get_abstract_mesh()
-    sp = _sequence_parallel_degree(q, k, mesh, mask is None and bias is None, sequence_parallel)
+    if os.environ.get(SP_ENV_VAR, "1") == "0":
+        sequence_parallel = False
+    sp = _sequence_parallel_degree(q, k, mesh, sequence_parallel)
     if sp > 1 or (kernel.needs_shard_map and not mesh.empty and mesh.size > 1):
-        if mask is None and bias is None:
-            return _sharded_attention(q, k, v, scale, kernel, mesh, sp)
-        if kernel.needs_shard_map:
-            raise VidaxError(f"attention kernel {name!r} cannot take a mask or bias on a "
-                             f"mesh; use implementation='xla' for this call")
+        return _sharded_attention(q, k, v, mask, bias, scale, kernel, mesh, sp)
     return kernel.fn(q, k, v, mask=mask, bias=bias, scale=scale)
 
 
-def _sequence_parallel_degree(q, k, mesh, unmasked: bool, wanted: bool | None) -> int:
+def _sequence_parallel_degree(q, k, mesh, wanted: bool | None) -> int:
     """The ``sp`` this call is split over (1: not split), by the rules of ``attention``."""
     manual = set(getattr(mesh, "manual_axes", ()))
     if wanted is False or sharding.SEQUENCE_AXIS in manual:
@@ -219,8 +220,7 @@ def _sequence_parallel_degree(q, k, mesh, unmasked: bool, wanted: bool | None) -
     if sp == 1:
         return 1
     self_attention = k.shape[1] == q.shape[1]
-    problem = None if unmasked else "sequence-parallel attention takes no mask or bias."
-    problem = problem or sharding.sequence_parallel_problem(
+    problem = sharding.sequence_parallel_problem(
         sp, num_heads=q.shape[2] if self_attention else None, num_tokens=q.shape[1],
         what="self-attention" if self_attention else "cross-attention's queries")
     if problem is None:
@@ -237,9 +237,33 @@ def _warn_once(message: str) -> None:
     log.warning(message)
 
 
-def _sharded_attention(q, k, v, scale, kernel: Kernel, mesh, sp: int) -> jax.Array:
+def _logit_spec(t, q_shape, batch, head_group, query_axis):
+    """The ``shard_map`` spec of a mask or bias ``t`` (already 4-D, broadcastable to
+    ``[B, H, Lq, Lk]``): a dimension of size 1 is replicated, the batch follows q's batch
+    axes, the heads the device's head group, the queries ``query_axis`` (cross-attention's
+    token split; None under Ulysses, where every device holds every query) and the keys are
+    always whole."""
+    b, lq, heads, _ = q_shape
+    return P((batch or None) if t.shape[0] == b and b > 1 else None,
+             (head_group or None) if t.shape[1] == heads and heads > 1 else None,
+             query_axis if t.shape[2] == lq and lq > 1 else None, None)
+
+
+def _as_4d(t):
+    return None if t is None else t.reshape((1,) * (4 - t.ndim) + t.shape)
+
+
+def _sharded_attention(q, k, v, mask, bias, scale, kernel: Kernel, mesh, sp: int) -> jax.Array:
     """Attention inside ``shard_map``: batch over the batch axes that divide it, heads over
     ``tp`` where they divide, and for self-attention with ``sp > 1`` the Ulysses exchange.
+
+    A mask or bias travels beside q/k/v, never through the all-to-all: after the exchange a
+    device holds every query and key of ``heads / (tp sp)`` heads, so it takes the whole
+    ``[Lq, Lk]`` plane of its own head group (a mask without a head dimension, the usual
+    key-padding ``[B, 1, 1, Lk]`` or causal ``[1, 1, L, L]``, is simply replicated). The mask
+    is tiny next to the activations (``[B, Lk]`` bools for a DiT's text padding; an ``L x L``
+    plane only for the short text encoders); if XLA had split it over ``sp``, shard_map
+    all-gathers that mask alone, q/k/v stay token-split until the all-to-all.
 
     Only the axes named in the specs become manual; the others stay Auto, for XLA.
     """
@@ -254,17 +278,28 @@ def _sharded_attention(q, k, v, scale, kernel: Kernel, mesh, sp: int) -> jax.Arr
     q_spec = P(batch or None, seq_axis, head_axis, None)
     kv_spec = P(batch or None, seq_axis if self_attention else None, head_axis, None)
     ulysses = seq_axis is not None and self_attention
+    # the heads a device holds when the kernel runs: its tp block, then (Ulysses) its sp
+    # share of that block -- the all-to-all below splits the local heads in sp order
+    head_group = tuple(a for a in (head_axis, seq_axis if ulysses else None) if a)
+    query_axis = None if ulysses else seq_axis
+    mask, bias = _as_4d(mask), _as_4d(bias)
+    extras = [t for t in (mask, bias) if t is not None]
+    extra_specs = [_logit_spec(t, q.shape, batch, head_group, query_axis) for t in extras]
 
-    def local(q, k, v):
+    def local(q, k, v, *extra):
+        it = iter(extra)
+        m = next(it) if mask is not None else None
+        bi = next(it) if bias is not None else None
         if ulysses:   # [b, L/sp, H, D] -> [b, L, H/sp, D]
             q, k, v = (jax.lax.all_to_all(t, seq_axis, 2, 1, tiled=True) for t in (q, k, v))
-        out = kernel.fn(q, k, v, mask=None, bias=None, scale=scale)
+        out = kernel.fn(q, k, v, mask=m, bias=bi, scale=scale)
         if ulysses:   # [b, L, H/sp, D] -> [b, L/sp, H, D]
             out = jax.lax.all_to_all(out, seq_axis, 1, 2, tiled=True)
         return out
 
     names = {a for a in (*batch, seq_axis, head_axis) if a}
     if not names:    # nothing to split (e.g. a one-device mesh with a Pallas kernel)
-        return kernel.fn(q, k, v, mask=None, bias=None, scale=scale)
-    return jax.shard_map(local, mesh=mesh, in_specs=(q_spec, kv_spec, kv_spec),
-                         out_specs=q_spec, axis_names=names)(q, k, v)
+        return kernel.fn(q, k, v, mask=mask, bias=bias, scale=scale)
+    return jax.shard_map(local, mesh=mesh,
+                         in_specs=(q_spec, kv_spec, kv_spec, *extra_specs),
+                         out_specs=q_spec, axis_names=names)(q, k, v, *extras)
