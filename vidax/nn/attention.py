@@ -37,8 +37,23 @@ attends its own queries over the full keys. Heads and tokens must divide ``sp``;
 padded. A model marks the attention that *must* be split (a video DiT's self-attention)
 with ``sequence_parallel=True``, which turns a count that does not divide into a clear
 error; any other attention on such a mesh (a VAE's single-head attention, CLIP's 257
-tokens, T5's masked and biased one) is split where it can be and otherwise left to XLA's
-automatic partitioning, with a logged warning.
+tokens) is split where it can be and otherwise left to XLA's automatic partitioning, with a
+logged warning. ``VIDAX_SEQUENCE_PARALLEL=0`` turns the split off everywhere.
+
+*Masks and biases under Ulysses.* After the exchange a device holds every query and key of
+``heads / (tp sp)`` heads, so it needs the whole ``[Lq, Lk]`` plane of the mask for those
+heads. The mask (or additive bias, e.g. T5's relative-position bias) therefore never goes
+through the all-to-all: it enters the ``shard_map`` beside q/k/v, broadcastable to
+``[B, H, Lq, Lk]``, each size-1 dimension replicated, the batch over q's batch axes, a head
+dimension split like the kernel's heads (the ``tp`` block, then the ``sp`` share of it) and
+the keys whole (cross-attention: the queries split with q). The masks the models pass are
+small -- a DiT's key padding ``[B, 1, 1, Lk]``, a text encoder's causal ``[B, 1, L, L]`` over
+a few hundred tokens -- so replicating them is cheap; if XLA had split one over ``sp``,
+only that mask is all-gathered. Causal masks are built by the models and shipped, not
+regenerated per device. The kernels take the per-device block: ``"xla"`` any mask or bias,
+``"cudnn"`` the boolean mask through ``jax.nn.dot_product_attention(mask=)`` (its
+``key_value_seq_lengths`` encodes right padding only, and Gemma pads on the left; untested
+without a GPU), a ``needs_shard_map`` kernel the ``[B/dp, H/(tp sp), Lq, Lk]`` block.
 """
 
 from __future__ import annotations
