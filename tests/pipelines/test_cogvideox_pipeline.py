@@ -201,14 +201,36 @@ def _runs(kind, reference, pipe, *, swap=False, first_draw=False):
     return ours, theirs[0, pad:].permute(0, 2, 3, 1).numpy()
 
 
+#: kind -> diffusers' final latents, kept by the parity test for the negative controls
+_THEIRS: dict = {}
+
+
+def _theirs(kind, reference, pipe):
+    """diffusers' latents of ``kind``: the parity test's (kept), else a new pair of runs."""
+    if kind not in _THEIRS:
+        _THEIRS[kind] = _runs(kind, reference, pipe)[1]
+    return _THEIRS[kind]
+
+
 def test_matches_diffusers_pipeline(case, record_property):
     kind, _, reference, pipe = case
     ours, theirs = _runs(kind, reference, pipe)
+    _THEIRS[kind] = theirs
     stats = compare(f"cogvideox_{kind}_latents", ours, theirs, record_property)
     assert stats["max_abs_diff"] <= stats["bound"]
-    # negative control, one vidax run (same shapes: nothing new compiled): the DPM++ kinds
-    # with a second-order step's first draw of noise instead of the second (their sampler's
-    # noise must matter), the DDIM kinds with the prompts exchanged
+    if kind == "2b":   # negative control: the prompts exchanged
+        swapped, _ = _runs(kind, reference, pipe, swap=True)
+        assert_fails(f"cogvideox_{kind}_swapped_prompts", swapped, theirs, record_property)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", [k for k in CASES if k != "2b"], indirect=True)
+def test_negative_control(case, record_property):
+    """One more vidax run (same shapes: nothing new compiled) against the reference the parity
+    test computed: the DPM++ kinds with a second-order step's first draw of noise instead of
+    the second (their sampler's noise must matter), 5b-i2v with the prompts exchanged."""
+    kind, _, reference, pipe = case
+    theirs = _theirs(kind, reference, pipe)
     if CASES[kind][0] == "dpm++":
         bad, _ = _runs(kind, reference, pipe, first_draw=True)
         assert_fails(f"cogvideox_{kind}_negative_first_draw", bad, theirs, record_property)
