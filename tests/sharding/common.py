@@ -88,7 +88,7 @@ def _trim(spec: P) -> P:
 
 
 def assert_placed(model_or_state, mesh, rules: sharding.PartitionRules, *,
-                  spread: float | None = None) -> dict:
+                  min_split: float | None = None) -> dict:
     """Every parameter sits where ``rules`` put it on ``mesh``, and each device holds its share.
 
     1. Every parameter is a ``jax.Array`` with a ``NamedSharding`` on ``mesh`` whose
@@ -97,13 +97,16 @@ def assert_placed(model_or_state, mesh, rules: sharding.PartitionRules, *,
        included).
     2. Each device of the mesh holds exactly ``sum(nbytes / (product of the sizes of the
        axes in the parameter's spec))`` bytes of addressable shards (the arrays are really
-       split, one block per device).
-    3. With ``spread``: the most any device holds is at most ``spread`` x total /
-       (fsdp x tp), the ideal split of the weights over the axes that shard them (a model
-       too small to shard, or rules that replicate everything, fail it).
+       split, one block per device); so the parameters split over every weight axis of the
+       mesh (``fsdp`` and ``tp``, where larger than 1) take total / (fsdp x tp) of each
+       device.
+    3. With ``min_split``, on a mesh with a weight axis: those fully split parameters are at
+       least ``min_split`` of the model's bytes (a model too small to shard, or rules that
+       replicate everything, fail it).
 
-    Returns the figures: ``total``, ``ideal``, ``per_device`` (max), ``sharded`` (how many
-    parameters are split), ``count``, ``fraction_sharded`` (of the bytes).
+    Returns the figures: ``total`` bytes, ``per_device`` (the most a device holds), ``ideal``
+    (total / (fsdp x tp)), ``split`` (how many parameters are split at all), ``count``,
+    ``fully_split`` (the fraction of the bytes split over every weight axis).
     """
     arrays = flat_arrays(model_or_state)
     want = _param_shardings({k: jax.ShapeDtypeStruct(a.shape, a.dtype)
@@ -119,32 +122,37 @@ def assert_placed(model_or_state, mesh, rules: sharding.PartitionRules, *,
                        "parameters misplaced: " + "; ".join(wrong[:6]))
 
     sizes = dict(mesh.shape)
+    weight_axes = {a for a in _WEIGHT_AXES if sizes[a] > 1}
     devices = list(mesh.devices.flat)
     expected = dict.fromkeys(devices, 0)
     actual = dict.fromkeys(devices, 0)
-    sharded_bytes = sharded = 0
+    split = full_bytes = 0
     for name, array in arrays.items():
-        split = int(np.prod([sizes[a] for a in _axes(want[name].spec)]))
-        if split > 1:
-            sharded, sharded_bytes = sharded + 1, sharded_bytes + array.nbytes
+        axes = _axes(want[name].spec)
+        blocks = int(np.prod([sizes[a] for a in axes]))
+        split += blocks > 1
+        if weight_axes and weight_axes <= set(axes):
+            full_bytes += array.nbytes
         for device in devices:
-            expected[device] += array.nbytes // split
+            expected[device] += array.nbytes // blocks
         for shard in array.addressable_shards:
             actual[shard.device] += shard.data.nbytes
     assert actual == expected, (f"{rules.name}: bytes per device {sorted(actual.values())}, "
                                 f"the specs say {sorted(expected.values())}")
     total = sum(a.nbytes for a in arrays.values())
     ideal = total / int(np.prod([sizes[a] for a in _WEIGHT_AXES]))
-    figures = dict(total=total, ideal=ideal, per_device=max(actual.values()), sharded=sharded,
-                   count=len(arrays), fraction_sharded=sharded_bytes / max(total, 1))
-    print(f"{rules.name} on {sharding.format_mesh_spec(sizes)}: {sharded} of {len(arrays)} "
-          f"parameters split ({100 * figures['fraction_sharded']:.1f}% of {total} bytes); "
-          f"at most {figures['per_device']} bytes a device = "
+    figures = dict(total=total, ideal=ideal, per_device=max(actual.values()), split=split,
+                   count=len(arrays), fully_split=full_bytes / max(total, 1))
+    print(f"{rules.name} on {sharding.format_mesh_spec(sizes)}: {split} of {len(arrays)} "
+          f"parameters split, {100 * figures['fully_split']:.1f}% of the {total} bytes over "
+          f"{'+'.join(sorted(weight_axes)) or 'no weight axis'}; at most "
+          f"{figures['per_device']} bytes a device = "
           f"{figures['per_device'] / ideal:.3f} x total/(fsdp x tp)")
-    if spread is not None:
-        assert figures["per_device"] <= spread * ideal, (
-            f"{rules.name}: a device holds {figures['per_device']} bytes, over {spread} x "
-            f"{ideal:.0f} (total/(fsdp x tp)): the weights are not split over the mesh")
+    if min_split is not None and weight_axes:
+        assert figures["fully_split"] >= min_split, (
+            f"{rules.name}: {100 * figures['fully_split']:.1f}% of the bytes are split over "
+            f"{'+'.join(sorted(weight_axes))}, under {100 * min_split:.0f}%: the weights are "
+            "not split over the mesh")
     return figures
 
 
@@ -240,12 +248,24 @@ def collective_shapes(compiled_text: str, op: str, mesh=None,
             if c.op == op and (axes is None or c.axes == tuple(axes)) for s in c.shapes}
 
 
-def gathered_weight_shapes(model_or_state) -> set[tuple[int, ...]]:
+def gathered_weight_shapes(model_or_state, mesh=None,
+                           rules: sharding.PartitionRules | None = None) -> set[tuple[int, ...]]:
     """The shapes an FSDP all-gather of each fsdp-split parameter gives: its block with the
-    ``fsdp`` split undone and every other split (``tp``) kept."""
+    ``fsdp`` split undone and every other split (``tp``) kept. The splits are the arrays' own,
+    or with ``mesh`` and ``rules`` the ones the rules give (what a replicated model's program
+    is checked against in a negative control)."""
+    arrays = flat_arrays(model_or_state)
+    if rules is not None:
+        specs = {k: v.spec for k, v in _param_shardings(
+            {k: jax.ShapeDtypeStruct(a.shape, a.dtype) for k, a in arrays.items()},
+            mesh, rules).items()}
+    else:
+        specs = {k: a.sharding.spec for k, a in arrays.items()}
+        mesh = next(iter(arrays.values())).sharding.mesh
+    sizes = dict(mesh.shape)
     out = set()
-    for array in flat_arrays(model_or_state).values():
-        spec, sizes = array.sharding.spec, dict(array.sharding.mesh.shape)
+    for name, array in arrays.items():
+        spec = specs[name]
         if "fsdp" not in _axes(spec) or sizes["fsdp"] == 1:
             continue
         shape = list(array.shape)

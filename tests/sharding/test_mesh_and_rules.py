@@ -1,20 +1,24 @@
-"""Mesh specs, partition rules and activation shardings (no compilation)."""
+"""Mesh specs, partition rules and activation shardings (no compilation), and the UMT5
+encoder on a mesh: placed by its rules (``tests.sharding.common.assert_placed``, with its
+negative controls), same output as on one device."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+from collections import Counter
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from jax.sharding import AxisType
+from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import vidax
 from tests.reference import wan22
+from tests.sharding.common import assert_placed
 from vidax import sharding
 from vidax.errors import VidaxError
 from vidax.models.t5.model import T5Config
@@ -165,9 +169,48 @@ def test_t5_encoder_tensor_parallel_equals_one_device(tmp_path):
     params = flat_params(model)
     assert params["blocks.0.attn.q.kernel"].sharding.spec == P("fsdp", "tp")
     assert params["blocks.0.ffn.fc2.kernel"].sharding.spec == P("tp", "fsdp")
+    # Every parameter where the rules put it; the token table (1024 x 48, 48% of this tiny
+    # encoder's bytes) and the norms have no tp rule (fsdp only): 51.5% of the bytes are split
+    # over fsdp x tp.
+    assert_placed(model, mesh, rules, min_split=0.5)
+    # The negative controls: the model loaded with the default 64 KiB threshold (this tiny
+    # encoder then splits only its token table), or on one device, fails the same check.
+    for control in (vidax.load("wan2_1", "text_encoder", path, config=cfg, mesh=mesh),
+                    vidax.load("wan2_1", "text_encoder", path, config=cfg)):
+        with pytest.raises(AssertionError, match="parameters misplaced"):
+            assert_placed(control, mesh, rules, min_split=0.5)
     with sharding.use_mesh(mesh):
         out = np.asarray(run(model, sharding.shard_batch(ids, mesh),
                              sharding.shard_batch(mask, mesh)))
     diff = float(np.abs(out - ref).max())
     print(f"T5 fsdp=2,tp=4: max|diff| {diff:.3e} = {diff / ref.std():.2e} x std")
     assert diff <= 1e-4 * ref.std()
+
+
+@pytest.mark.parametrize("spec", ["fsdp=2,sp=2,tp=2", "dp=2,fsdp=4"])
+def test_collectives_are_attributed_to_their_mesh_axes(spec):
+    """``tests.sharding.common.parse_collectives`` (what every mesh test reads compiled
+    programs with) names the axes each collective spans, from every form XLA writes device
+    groups in: a sum over an array split on ``axes`` (all-reduce) and the array gathered
+    whole (all-gather), partitioned by XLA (the iota ``[G,S]<=[dims]T(perm)`` and mesh
+    ``mesh[...]`` forms, with and without ``device_ids``), and ``psum`` in a ``shard_map``
+    (explicit ``{{...}}`` groups). Every axis subset and order of the mesh."""
+    import itertools
+
+    from tests.sharding.common import collectives, parse_collectives
+
+    mesh = sharding.make_mesh(spec)
+    live = [a for a in mesh.axis_names if dict(mesh.shape)[a] > 1]
+    for axes in [p for r in (1, 2) for p in itertools.permutations(live, r)]:
+        rest = tuple(a for a in live if a not in axes) or None
+        x = jax.device_put(jnp.ones((16, 16, 4)), NamedSharding(mesh, P(axes, rest)))
+        texts = [jax.jit(f, out_shardings=NamedSharding(mesh, out)).lower(x).compile().as_text()
+                 for f, out in ((lambda x: x.sum(0), P(rest)), (lambda x: 2 * x, P(None, rest)))]
+        texts.append(jax.jit(jax.shard_map(lambda x, a=axes: jax.lax.psum(x, a), mesh=mesh,
+                                           in_specs=P(axes, rest), out_specs=P(None, rest)))
+                     .lower(x).compile().as_text())
+        want = tuple(a for a in mesh.axis_names if a in axes)
+        found = Counter((c.op, c.axes) for t in texts for c in parse_collectives(t, mesh))
+        assert found[("all-reduce", want)] >= 2 and found[("all-gather", want)] >= 1, (axes, found)
+        assert set(found) <= {("all-reduce", want), ("all-gather", want)}, (axes, found)
+        assert sum(collectives(t)["all-reduce"] for t in texts) == found[("all-reduce", want)]

@@ -45,13 +45,13 @@ T5 = dataclasses.replace(T5Config.tiny(), dim_attn=512, dim_ffn=1024, num_heads=
 #: The rules each component is placed by (test_mesh_and_rules.py checks that
 #: ``sharding.rules_for`` gives these for the registered classes).
 RULES = {"dit": sharding.WAN_DIT, "text_encoder": sharding.T5_ENCODER, "vae": sharding.DEFAULT}
-#: The most a device may hold, as a multiple of total / (fsdp x tp). The DiT's time projection,
-#: embeddings and head (23% of its bytes) have no tp rule, so on tp=2 each device holds half
-#: of them, and its replicated biases and norms (1.0%) are whole on every device: measured
-#: 1.03 x (dp=2,fsdp=4), 1.01 x (sp=4,fsdp=2), 1.30 x (tp=2,fsdp=4), 1.26 x (fsdp=2,sp=2,tp=2);
-#: UMT5 (its token table has no tp rule) 1.00 / 1.00 / 1.10 / 1.10 x. The VAE has the
-#: FSDP-only default rules and a width of 8 (81% of its bytes split): not held to this.
-SPREAD = {"dit": 1.35, "text_encoder": 1.15}
+#: The least share of a component's bytes split over every weight axis of the mesh (fsdp and
+#: tp): those take total / (fsdp x tp) of each device. The DiT's time projection, embeddings
+#: and head (23% of its bytes) have no tp rule and its biases and norms (1.0%) are under the
+#: threshold: measured 99.0% on the meshes without tp, 76.3% with tp. UMT5's token table has no
+#: tp rule: 99.9% / 90.9%. The VAE has the FSDP-only default rules and a width of 8 (81% of
+#: its bytes split): not held to a share.
+MIN_SPLIT = {"dit": 0.7, "text_encoder": 0.85}
 
 
 def write_wide_release(folder):
@@ -111,7 +111,7 @@ class StepRecorder:
 
 
 def check_placement(pipe, mesh) -> dict:
-    return {key: assert_placed(getattr(pipe, key), mesh, rules, spread=SPREAD.get(key))
+    return {key: assert_placed(getattr(pipe, key), mesh, rules, min_split=MIN_SPLIT.get(key))
             for key, rules in RULES.items()}
 
 
@@ -141,8 +141,8 @@ def check_step_collectives(text: str, dit, mesh) -> Counter:
         assert matmul["all-reduce", ("tp",)] + matmul["reduce-scatter", ("tp",)], found
     if sizes["fsdp"] > 1 and "fsdp" in sharding.batch_axes(mesh, 2):
         gathered = collective_shapes(text, "all-gather")
-        assert gathered & gathered_weight_shapes(dit), ("no all-gather of a DiT weight",
-                                                        gathered)
+        weights = gathered_weight_shapes(dit, mesh, RULES["dit"])   # the rules' blocks
+        assert gathered & weights, ("no all-gather of a DiT weight", gathered)
     elif sizes["fsdp"] > 1:
         assert matmul["all-reduce", ("fsdp",)] + matmul["reduce-scatter", ("fsdp",)], found
     return found
@@ -185,7 +185,7 @@ def test_placement_check_fails_when_the_mesh_is_not_used(release, sabotage, monk
     pipe = _pipeline(release, mesh)
     for key in ("dit", "text_encoder"):
         with pytest.raises(AssertionError, match="parameters misplaced"):
-            assert_placed(getattr(pipe, key), mesh, RULES[key], spread=SPREAD[key])
+            assert_placed(getattr(pipe, key), mesh, RULES[key], min_split=MIN_SPLIT[key])
 
 
 @pytest.mark.slow
@@ -205,7 +205,8 @@ def test_collectives_check_fails_with_replicated_weights(release, monkeypatch):
         check_step_collectives(step.text, pipe.dit, mesh)
     matmul = [c for c in parse_collectives(step.text, mesh) if c.axes == ("tp",)
               and c.op in ("all-reduce", "reduce-scatter") and c.source.endswith("dot_general")]
-    gathers = collective_shapes(step.text, "all-gather") & gathered_weight_shapes(pipe.dit)
+    gathers = (collective_shapes(step.text, "all-gather")
+               & gathered_weight_shapes(pipe.dit, mesh, RULES["dit"]))
     assert not matmul and not gathers, (matmul, gathers)
 
 
