@@ -20,8 +20,10 @@ Bound: final latents, float32 both sides (matmul "highest"), max |vidax - refere
 std(reference). Cases: T2V with the dev model's guidance machinery all on (per-timestep CFG /
 STG / rescaling lists through ``guidance_timesteps``, CFG-star, skipped blocks, final-step
 skipping), I2V (first-frame conditioning with ``image_cond_noise_scale`` 0.15) with STG on, and
-a distilled-style explicit timestep list. Negative control: the prompt and the negative
-prompt exchanged must fail the bound.
+a distilled-style explicit timestep list. Negative controls, each must fail the bound: the
+prompt and the negative prompt exchanged (T2V), no conditioning (I2V), one entry of the
+distilled list moved, the multi-scale second pass started a step early (T2V) or without AdaIN
+(I2V), no tone map (frames).
 """
 
 from __future__ import annotations
