@@ -25,7 +25,8 @@ read from forward hooks on the authors' experts and from vidax's ``expert_log``,
 the authors' rule ``t >= boundary * 1000``; the latents of those 40-step runs are held to
 the same bound. Negative controls: I2V-A14B with vidax's mask and condition channels in the
 opposite order; TI2V image-to-video with one timestep for all tokens (the first frame's t = 0
-dropped); A14B T2V with the two experts exchanged. Each must fail the bound.
+dropped); TI2V text-to-video with the prompt's last word dropped; A14B T2V with the two
+experts exchanged. Each must fail the bound.
 """
 
 from __future__ import annotations
