@@ -36,6 +36,7 @@ from vidax.models.ltx_video.dit import LTXVideoDiT, LTXVideoDiTConfig
 from vidax.models.wan2_1.dit import WanDiT
 from vidax.translator.mappings.wan2_2 import Wan22DiTConfigs
 from vidax.translator.verify import flat_params
+from tests.sharding.common import assert_placed
 from tests.sharding.test_masked_sp import assert_ulysses
 
 jax.config.update("jax_default_matmul_precision", "highest")
@@ -75,6 +76,10 @@ def _check(run, model, inputs, spec, lengths=(), known=()):
     diff, std = float(np.abs(out - ref).max()), float(ref.std())
     print(f"{spec}: max|diff| {diff:.3e} = {diff / std:.2e} x std")
     assert diff <= REL_TOL * std
+    # Each parameter's spec as the rules give it and each device's bytes as the specs give them
+    # (tests/sharding/common.assert_placed; the spec half is by construction here, _place uses
+    # the rules, the bytes half is not); on fsdp / tp some weight really is split.
+    assert_placed(placed, mesh, sharding.rules_for(type(model)))
     if dict(mesh.shape)["fsdp"] > 1 or dict(mesh.shape)["tp"] > 1:   # sp/dp keep weights whole
         assert any(not a.sharding.is_fully_replicated for a in flat_params(placed).values())
 
