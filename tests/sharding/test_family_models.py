@@ -206,11 +206,10 @@ def _run_cosmos3(model, latents, timesteps, input_ids):
 
 @pytest.mark.parametrize("spec", MESHES)
 def test_cosmos3_dit_on_a_mesh(cosmos3, spec):
-    # The prompt's causal attention (8 tokens) and the video tokens are Ulysses. Known gap:
-    # the video queries' attention over [prompt, video] keys (8 + 48) is cross-attention to
-    # vidax (keys of another length), so its k/v [2, 56, 8, 16] are gathered whole on every
-    # device (unmasked; docs/hardware_and_sharding.md).
-    _check(_run_cosmos3, *cosmos3, spec, lengths=[8, 48, 56], known=[(2, 56, 8, 16)])
+    # The prompt's causal attention (8 tokens) and the video queries' attention over
+    # [prompt, video] keys (8 + 48: keys_sequence_parallel=True) are Ulysses: no k/v
+    # [2, 56, 8, 16] gathered whole.
+    _check(_run_cosmos3, *cosmos3, spec, lengths=[8, 48, 56])
 
 
 # ----------------------------------------------------------------------------- Reason1
@@ -300,9 +299,11 @@ def _run_ltx2(model, v_latent, v_sigma, v_t, v_context, mask, a_latent, a_sigma,
 
 @pytest.mark.parametrize("spec", CI_MESHES)
 def test_ltx2_dit_on_a_mesh(ltx2, spec):
-    # Known gap: the unmasked audio<->video cross-attention gathers the other stream's k/v
-    # whole (video [2, 48, 8, 8], audio [2, 8, 8, 8]: both streams are split over sp).
-    _check(_run_ltx2, *ltx2, spec, lengths=[48, 8], known=[(2, 48, 8, 8), (2, 8, 8, 8)])
+    # video->audio (audio queries over the 48 video tokens, keys_sequence_parallel=True) is
+    # Ulysses: no video k/v [2, 48, 8, 8] gathered. Named: audio->video stays cross-attention,
+    # gathering the short audio k/v [2, 8, 8, 8] (cheaper than exchanging the video queries;
+    # docs/hardware_and_sharding.md).
+    _check(_run_ltx2, *ltx2, spec, lengths=[48, 8], known=[(2, 8, 8, 8)])
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,10 @@ What is checked, on the 8 simulated CPU devices of tests/conftest.py:
 The negative control turns the Ulysses path off (``VIDAX_SEQUENCE_PARALLEL=0``): the same
 programs then have no all-to-all and the check fails.
 
+``keys_sequence_parallel=True`` (keys longer than the queries, both sequence-split: Cosmos3's
+video attention, LTX-2's video->audio attention) is checked the same way, with the call
+without the flag as the negative control (its program gathers the keys whole).
+
 The DiTs (HunyuanVideo 1.0 / 1.5) and Reason1 / Gemma / Cosmos3 / LTX-Video are checked the
 same way in test_family_models.py on their ``sp`` meshes; here: the attention function for
 each kind of mask and the text encoders that have no mesh test there (T5 with its bias,
@@ -32,6 +36,7 @@ from flax import nnx
 
 from tests.parity import assert_fails
 from vidax import sharding
+from vidax.errors import VidaxError
 from vidax.models.clip.config import CLIPTextConfig
 from vidax.models.clip.model import CLIPTextModel
 from vidax.models.llama.config import LlamaConfig
@@ -126,6 +131,64 @@ def test_masked_cross_attention_splits_queries_only(qkv):
         _close(fn(q, kc, vc, mask), jax.nn.dot_product_attention(q, kc, vc, mask=mask))
         a2a, gathers = collectives(fn.lower(q, kc, vc, mask).compile().as_text())
     assert a2a == 0 and not [g for g in gathers if g[0] in _FLOAT], gathers
+
+
+LK = 96      # keys longer than the queries (Cosmos3's [prompt, video], LTX-2's audio over video)
+
+
+def _split_keys_case(spec):
+    """q [B, L, H, D] and k, v [B, LK, H, D] placed as the DiTs' activations are (tokens over
+    ``sp``, heads over ``tp``), and a key-padding mask padded on both sides."""
+    mesh = sharding.make_mesh(spec)
+    rng = np.random.default_rng(4)
+    placed = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(
+        sharding.batch_axes(mesh, B) or None, "sp", "tp" if dict(mesh.shape)["tp"] > 1 else None))
+    q, k, v = (jax.device_put(rng.standard_normal((B, n, H, D)).astype(np.float32), placed)
+               for n in (L, LK, LK))
+    keys = np.ones((B, LK), bool)
+    keys[0, :7], keys[1, 70:] = False, False
+    return mesh, q, k, v, keys[:, None, None, :]
+
+
+@pytest.mark.parametrize("spec", ["sp=8,fsdp=1", "dp=2,fsdp=1,sp=2,tp=2"])
+def test_keys_sequence_parallel_is_ulysses(spec):
+    """``keys_sequence_parallel=True``: q and the longer k/v each all-to-all to head-split
+    blocks, no device gathers the keys; the output (a key-padding mask whose columns must
+    stay with their keys) is one device's. Negative control: the same call without the flag
+    is cross-attention and its program all-gathers the keys ``[.., LK, ..]`` whole."""
+    mesh, q, k, v, mask = _split_keys_case(spec)
+    sp = dict(mesh.shape)["sp"]
+    ref = jax.nn.dot_product_attention(*(np.asarray(t) for t in (q, k, v)), mask=mask)
+    hlo = {}
+    for flag in (True, False):
+        fn = jax.jit(lambda q, k, v, m, flag=flag: attn.attention(
+            q, k, v, mask=m, implementation="xla", keys_sequence_parallel=flag))
+        with sharding.use_mesh(mesh):
+            _close(fn(q, k, v, mask), ref)
+            hlo[flag] = fn.lower(q, k, v, mask).compile().as_text()
+    assert_ulysses(hlo[True], [L, LK], sp)
+    a2a, gathers = collectives(hlo[True])
+    assert a2a >= 4, a2a                      # q, k, v in and the output back
+    with pytest.raises(AssertionError, match="no all-to-all|all-gathers of the full sequence"):
+        assert_ulysses(hlo[False], [L, LK], sp)
+    assert [g for g in collectives(hlo[False])[1] if g[0] == "f32" and g[1][1] == LK]
+
+
+def test_keys_sequence_parallel_needs_the_keys_to_divide(caplog):
+    """90 keys on sp=8: with ``sequence_parallel=True`` an error naming the keys' count, else
+    cross-attention (the keys gathered) with a logged warning, and still the right output."""
+    attn._warn_once.cache_clear()
+    mesh, q, k, v, mask = _split_keys_case("sp=8,fsdp=1")
+    k, v, mask = k[:, :90], v[:, :90], mask[..., :90]
+    with sharding.use_mesh(mesh):
+        with pytest.raises(VidaxError, match="keys.*token count 90 is not divisible by sp=8"):
+            attn.attention(q, k, v, mask=mask, keys_sequence_parallel=True,
+                           sequence_parallel=True)
+        with caplog.at_level("WARNING", logger="vidax.attention"):
+            out = jax.jit(lambda q, k, v, m: attn.attention(
+                q, k, v, mask=m, keys_sequence_parallel=True))(q, k, v, mask)
+    assert "falls back to cross-attention" in caplog.text
+    _close(out, jax.nn.dot_product_attention(*(np.asarray(t) for t in (q, k, v)), mask=mask))
 
 
 def test_a_shard_map_kernel_gets_its_head_group_of_the_mask(qkv, monkeypatch):

@@ -33,12 +33,18 @@ long as the queries) runs inside a ``shard_map``: q, k, v enter split over ``sp`
 tokens, an all-to-all turns them into full-length, head-split blocks, the kernel runs on
 ``heads / sp`` heads, and a second all-to-all returns the output to token-split.
 Cross-attention (keys of another length: text, CLIP tokens) needs no exchange: each device
-attends its own queries over the full keys. Heads and tokens must divide ``sp``; nothing is
-padded. A model marks the attention that *must* be split (a video DiT's self-attention)
-with ``sequence_parallel=True``, which turns a count that does not divide into a clear
-error; any other attention on such a mesh (a VAE's single-head attention, CLIP's 257
-tokens) is split where it can be and otherwise left to XLA's automatic partitioning, with a
-logged warning. ``VIDAX_SEQUENCE_PARALLEL=0`` turns the split off everywhere.
+attends its own queries over the full keys. An attention whose keys are of another length
+but are themselves sequence-split activations (Cosmos3's video queries over [prompt, video]
+keys, LTX-2's audio queries over the video tokens) passes ``keys_sequence_parallel=True``:
+k and v then enter split over ``sp`` along their own tokens and get their own all-to-all, so
+no device gathers the long keys whole. Heads and tokens (the keys' too, under that flag)
+must divide ``sp``; nothing is padded. A model marks the attention that *must* be split (a
+video DiT's self-attention) with ``sequence_parallel=True``, which turns a count that does
+not divide into a clear error; any other attention on such a mesh (a VAE's single-head
+attention, CLIP's 257 tokens) is split where it can be and otherwise left to XLA's
+automatic partitioning, with a logged warning (a ``keys_sequence_parallel`` call whose keys
+or heads do not divide falls back to cross-attention, its keys gathered, with a logged
+warning). ``VIDAX_SEQUENCE_PARALLEL=0`` turns the split off everywhere.
 
 *Masks and biases under Ulysses.* After the exchange a device holds every query and key of
 ``heads / (tp sp)`` heads, so it needs the whole ``[Lq, Lk]`` plane of the mask for those
@@ -171,7 +177,8 @@ def _log_once(message: str) -> None:
 def attention(q: jax.Array, k: jax.Array, v: jax.Array, *, mask: jax.Array | None = None,
               bias: jax.Array | None = None, scale: float | None = None,
               implementation: str | None = None,
-              sequence_parallel: bool | None = None) -> jax.Array:
+              sequence_parallel: bool | None = None,
+              keys_sequence_parallel: bool = False) -> jax.Array:
     """Softmax attention ``softmax(scale * q k^T + bias) v`` over ``[B, L, heads, head_dim]``.
 
     Args:
@@ -192,6 +199,13 @@ def attention(q: jax.Array, k: jax.Array, v: jax.Array, *, mask: jax.Array | Non
         cost O(L^2) memory on every device); ``None`` (default) -- split where it divides
         evenly, else left to XLA's partitioner with a logged warning (a VAE's one-head or
         CLIP's 257-token attention on a DiT's mesh); ``False`` -- never split.
+      keys_sequence_parallel: the keys/values are sequence-split activations too, of another
+        length than the queries (not text): on ``sp > 1`` the call is Ulysses like a
+        self-attention -- q, k and v each all-to-all from token-split to head-split blocks
+        -- instead of cross-attention, which would gather k/v whole on every device. The
+        key count must divide ``sp`` too; where it or the heads do not, the call is
+        cross-attention with a logged warning (``sequence_parallel=True``: a
+        ``VidaxError``). No effect on self-attention (already split so).
     """
     if k.shape[2] != q.shape[2]:
         groups, rest = divmod(q.shape[2], k.shape[2])
@@ -220,31 +234,51 @@ def attention(q: jax.Array, k: jax.Array, v: jax.Array, *, mask: jax.Array | Non
     mesh = jax.sharding.get_abstract_mesh()
     if os.environ.get(SP_ENV_VAR, "1") == "0":
         sequence_parallel = False
-    sp = _sequence_parallel_degree(q, k, mesh, sequence_parallel)
+    sp, ulysses = _sequence_parallel_plan(q, k, mesh, sequence_parallel,
+                                          keys_sequence_parallel)
     if sp > 1 or (kernel.needs_shard_map and not mesh.empty and mesh.size > 1):
-        return _sharded_attention(q, k, v, mask, bias, scale, kernel, mesh, sp)
+        return _sharded_attention(q, k, v, mask, bias, scale, kernel, mesh, sp, ulysses)
     return kernel.fn(q, k, v, mask=mask, bias=bias, scale=scale)
 
 
-def _sequence_parallel_degree(q, k, mesh, wanted: bool | None) -> int:
-    """The ``sp`` this call is split over (1: not split), by the rules of ``attention``."""
+def _sequence_parallel_plan(q, k, mesh, wanted: bool | None,
+                            keys_split: bool = False) -> tuple[int, bool]:
+    """``(sp, ulysses)``: the ``sp`` this call is split over (1: not split) and whether k/v
+    are split and exchanged with the queries (Ulysses) or gathered whole (cross-attention),
+    by the rules of ``attention``."""
     manual = set(getattr(mesh, "manual_axes", ()))
     if wanted is False or sharding.SEQUENCE_AXIS in manual:
-        return 1
+        return 1, False
     sp = sharding.axis_size(mesh, sharding.SEQUENCE_AXIS)
     if sp == 1:
-        return 1
+        return 1, False
     self_attention = k.shape[1] == q.shape[1]
+    if keys_split and not self_attention:
+        problems = [p for p in (
+            sharding.sequence_parallel_problem(
+                sp, num_heads=q.shape[2], num_tokens=q.shape[1],
+                what="attention (keys_sequence_parallel=True)"),
+            sharding.sequence_parallel_problem(
+                sp, num_heads=None, num_tokens=k.shape[1],
+                what="attention's keys (keys_sequence_parallel=True)")) if p]
+        if not problems:
+            return sp, True
+        if wanted:
+            raise VidaxError(" ".join(problems))
+        _warn_once(f"{' '.join(problems)} This attention ({list(q.shape)} queries over "
+                   f"{list(k.shape)} keys) falls back to cross-attention: its keys are "
+                   f"gathered whole on every device; sequence_parallel=True makes this an "
+                   f"error.")
     problem = sharding.sequence_parallel_problem(
         sp, num_heads=q.shape[2] if self_attention else None, num_tokens=q.shape[1],
         what="self-attention" if self_attention else "cross-attention's queries")
     if problem is None:
-        return sp
+        return sp, self_attention
     if wanted:
         raise VidaxError(problem)
     _warn_once(f"{problem} This attention ({list(q.shape)} queries) is left to XLA's "
                f"partitioner; sequence_parallel=True makes this an error.")
-    return 1
+    return 1, False
 
 
 @functools.cache
@@ -268,9 +302,18 @@ def _as_4d(t):
     return None if t is None else t.reshape((1,) * (4 - t.ndim) + t.shape)
 
 
-def _sharded_attention(q, k, v, mask, bias, scale, kernel: Kernel, mesh, sp: int) -> jax.Array:
+def _sharded_attention(q, k, v, mask, bias, scale, kernel: Kernel, mesh, sp: int,
+                       ulysses: bool) -> jax.Array:
     """Attention inside ``shard_map``: batch over the batch axes that divide it, heads over
-    ``tp`` where they divide, and for self-attention with ``sp > 1`` the Ulysses exchange.
+    ``tp`` where they divide, and with ``sp > 1`` either the Ulysses exchange (``ulysses``:
+    self-attention, or keys split over ``sp`` too) or the queries split over ``sp`` over
+    whole keys (cross-attention).
+
+    Under Ulysses q and k/v each enter split over ``sp`` along their own tokens, in
+    ``shard_map``'s contiguous blocks (device ``i`` of ``sp`` holds tokens ``i L/sp ..``); the
+    tiled all-to-all concatenates the blocks it receives in ``sp`` order, so after it every
+    device holds all of the queries and all of the keys in their global order, whatever their
+    lengths -- the order the mask's columns (the whole key axis) are in.
 
     A mask or bias travels beside q/k/v, never through the all-to-all: after the exchange a
     device holds every query and key of ``heads / (tp sp)`` heads, so it takes the whole
@@ -283,7 +326,6 @@ def _sharded_attention(q, k, v, mask, bias, scale, kernel: Kernel, mesh, sp: int
     Only the axes named in the specs become manual; the others stay Auto, for XLA.
     """
     b, lq, heads, _ = q.shape
-    self_attention = k.shape[1] == lq
     manual = set(getattr(mesh, "manual_axes", ()))
     batch = tuple(a for a in sharding.batch_axes(mesh, b) if a not in manual)
     tp = sharding.axis_size(mesh, sharding.TENSOR_AXIS)
@@ -291,8 +333,8 @@ def _sharded_attention(q, k, v, mask, bias, scale, kernel: Kernel, mesh, sp: int
                  and heads % (tp * sp) == 0 else None)
     seq_axis = sharding.SEQUENCE_AXIS if sp > 1 else None
     q_spec = P(batch or None, seq_axis, head_axis, None)
-    kv_spec = P(batch or None, seq_axis if self_attention else None, head_axis, None)
-    ulysses = seq_axis is not None and self_attention
+    ulysses = seq_axis is not None and ulysses
+    kv_spec = P(batch or None, seq_axis if ulysses else None, head_axis, None)
     # the heads a device holds when the kernel runs: its tp block, then (Ulysses) its sp
     # share of that block -- the all-to-all below splits the local heads in sp order
     head_group = tuple(a for a in (head_axis, seq_axis if ulysses else None) if a)
@@ -305,7 +347,7 @@ def _sharded_attention(q, k, v, mask, bias, scale, kernel: Kernel, mesh, sp: int
         it = iter(extra)
         m = next(it) if mask is not None else None
         bi = next(it) if bias is not None else None
-        if ulysses:   # [b, L/sp, H, D] -> [b, L, H/sp, D]
+        if ulysses:   # [b, L/sp, H, D] -> [b, L, H/sp, D], q and k/v each at their length
             q, k, v = (jax.lax.all_to_all(t, seq_axis, 2, 1, tiled=True) for t in (q, k, v))
         out = kernel.fn(q, k, v, mask=m, bias=bi, scale=scale)
         if ulysses:   # [b, L, H/sp, D] -> [b, L/sp, H, D]

@@ -225,7 +225,9 @@ class Cosmos3Attention(nnx.Module):
         v = _heads(self.add_v_proj(x), self.kv_heads)
         k = jnp.concatenate([k_und.astype(k.dtype), k], axis=1)
         v = jnp.concatenate([v_und.astype(v.dtype), v], axis=1)
-        out = attention(q, k, v)
+        # the prompt's and the video's tokens are both sequence-split activations: Ulysses
+        # over the [prompt, video] keys, not a gather of them (keys_sequence_parallel)
+        out = attention(q, k, v, keys_sequence_parallel=True)
         return self.to_add_out(out.reshape(*x.shape[:2], -1))
 
 

@@ -245,7 +245,8 @@ class Attention(nnx.Module):
     def __call__(self, x: jax.Array, context: jax.Array | None = None, *,
                  rope: tuple[jax.Array, jax.Array] | None = None,
                  k_rope: tuple[jax.Array, jax.Array] | None = None,
-                 bias: jax.Array | None = None) -> jax.Array:
+                 bias: jax.Array | None = None,
+                 keys_sequence_parallel: bool = False) -> jax.Array:
         context = x if context is None else context
         q = self.q_norm(self.to_q(x))
         k = self.k_norm(self.to_k(context))
@@ -253,7 +254,8 @@ class Attention(nnx.Module):
         if rope is not None:
             q = apply_split_rope(q, *rope)
             k = apply_split_rope(k, *(rope if k_rope is None else k_rope))
-        out = attention(self._heads(q), self._heads(k), self._heads(v), bias=bias)
+        out = attention(self._heads(q), self._heads(k), self._heads(v), bias=bias,
+                        keys_sequence_parallel=keys_sequence_parallel)
         if self.to_gate_logits is not None:
             out = out * (2.0 * jax.nn.sigmoid(self.to_gate_logits(x)))[..., None]
         return self.to_out(out.reshape(*x.shape[:2], -1))
@@ -367,7 +369,8 @@ class BasicAVTransformerBlock(nnx.Module):
             v_scale, v_shift, _ = self._av_values(v_table, video, slice(2, 4))
             ax = ax + self.video_to_audio_attn(
                 ax_norm * (1 + a_scale) + a_shift, vx_norm * (1 + v_scale) + v_shift,
-                rope=audio.cross_rope, k_rope=video.cross_rope) * a_gate
+                rope=audio.cross_rope, k_rope=video.cross_rope,
+                keys_sequence_parallel=True) * a_gate   # the video tokens: split, not gathered
         if video is not None:
             vx = self._feed_forward(vx, video.ada, self.scale_shift_table[...], self.ff)
         if audio is not None:
