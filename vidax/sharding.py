@@ -7,7 +7,9 @@ devices with the fastest links between them, which the chattiest axes need):
 ``dp``   data parallel: the batch (the CFG pair, several prompts) split; parameters
          replicated.
 ``fsdp`` fully sharded data parallel: every large parameter split over its largest divisible
-         dimension and all-gathered just in time; the batch is split over it too.
+         dimension; the batch is split over it too. Where the batch splits over fsdp, XLA
+         all-gathers each weight just in time; where it does not (a CFG pair of 2 on
+         ``dp=2,fsdp=4``), XLA keeps the weights split and all-reduces partial products.
 ``sp``   sequence parallel: the video tokens split; self-attention runs Ulysses-style
          (all-to-all from sequence- to head-sharded and back; :mod:`vidax.nn.attention`).
 ``tp``   tensor parallel (Megatron): attention q/k/v and FFN fc1 split by output columns, o

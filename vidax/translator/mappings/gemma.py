@@ -5,10 +5,11 @@
 Gemma 3 (``gemma`` / ``text_encoder``, layout ``transformers``): one mapper for every layout
 the language model is stored in, since only the prefix differs:
 
-* the release folder (``google/gemma-3-12b-it-qat-q4_0-unquantized``, sharded; transformers
-  5.x's ``save_pretrained`` of ``Gemma3ForConditionalGeneration`` writes the same names):
+* the release folder (``google/gemma-3-12b-it-qat-q4_0-unquantized``, sharded):
   ``language_model.model.*``, ``vision_tower.vision_model.*``, ``multi_modal_projector.*``;
-  the tied ``lm_head`` is not stored;
+  the tied ``lm_head`` is not stored (transformers 5.24's ``save_pretrained`` of
+  ``Gemma3ForConditionalGeneration`` writes the vision tower as ``vision_tower.*``; the
+  mapper ignores the vision tower either way);
 * ``Gemma3ForConditionalGeneration``'s in-memory names (``model.language_model.*``, ...), a
   saved ``Gemma3ForCausalLM`` (``model.*``, maybe ``lm_head.weight``) and a saved
   ``Gemma3TextModel`` (bare names).
