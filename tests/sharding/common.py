@@ -59,7 +59,7 @@ _param_shardings = sharding.param_shardings
 #: The collectives of a compiled (SPMD-partitioned) HLO module, by their HLO op names.
 COLLECTIVES = ("all-to-all", "all-gather", "all-reduce", "reduce-scatter", "collective-permute")
 _OP = re.compile(r"=\s*(?P<type>.*?)\s(?P<op>" + "|".join(COLLECTIVES) + r")(?:-start)?\(")
-_SHAPE = re.compile(r"\b[a-z]+[0-9]*\[([0-9,]*)\]")
+_SHAPE = re.compile(r"\b([a-z]+[0-9]*)\[([0-9,]*)\]")
 _WEIGHT_AXES = ("fsdp", "tp")
 
 
@@ -159,13 +159,15 @@ def assert_placed(model_or_state, mesh, rules: sharding.PartitionRules, *,
 @dataclasses.dataclass(frozen=True)
 class Collective:
     """One collective of a compiled module: its op, the mesh axes its device groups span
-    (sorted by :data:`vidax.sharding.AXES`; ``None`` without a mesh), its result shapes and
-    the jax op it came from (the HLO's ``op_name`` metadata)."""
+    (sorted by :data:`vidax.sharding.AXES`; ``None`` without a mesh), its result shapes, their
+    element types (``f32``, ``pred``, ...) and the jax op it came from (the HLO's ``op_name``
+    metadata)."""
 
     op: str
     axes: tuple[str, ...] | None
     shapes: tuple[tuple[int, ...], ...]
     source: str
+    types: tuple[str, ...] = ()
 
 
 def _ints(text: str | None) -> list[int]:
@@ -225,9 +227,9 @@ def parse_collectives(compiled_text: str, mesh=None) -> list[Collective]:
                 spanned |= {d for d in range(len(shape)) if len(set(coords[:, d])) > 1}
             axes = tuple(mesh.axis_names[d] for d in sorted(spanned))
         source = re.search(r'op_name="([^"]*)"', line)
-        out.append(Collective(m["op"], axes,
-                              tuple(tuple(_ints(dims)) for dims in _SHAPE.findall(m["type"])),
-                              source[1] if source else ""))
+        results = _SHAPE.findall(m["type"])
+        out.append(Collective(m["op"], axes, tuple(tuple(_ints(dims)) for _, dims in results),
+                              source[1] if source else "", tuple(t for t, _ in results)))
     return out
 
 

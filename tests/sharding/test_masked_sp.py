@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import re
 
 import jax
 import numpy as np
@@ -35,6 +34,7 @@ import pytest
 from flax import nnx
 
 from tests.parity import assert_fails
+from tests.sharding.common import parse_collectives
 from vidax import sharding
 from vidax.errors import VidaxError
 from vidax.models.clip.config import CLIPTextConfig
@@ -49,15 +49,16 @@ jax.config.update("jax_default_matmul_precision", "highest")
 attn = importlib.import_module("vidax.nn.attention")
 REL_TOL = 1e-4
 B, L, H, D = 2, 64, 8, 16
-_GATHER = re.compile(r"= (\w+)\[([\d,]*)\]\S* all-gather(?:-start)?\(")
 _FLOAT = ("f16", "bf16", "f32", "f64")
 
 
 def collectives(hlo: str) -> tuple[int, list[tuple[str, tuple[int, ...]]]]:
-    """(the number of all-to-all ops, the (dtype, shape) of every all-gather's result)."""
-    gathers = [(m[1], tuple(int(d) for d in m[2].split(",") if d))
-               for m in _GATHER.finditer(hlo)]
-    return len(re.findall(r" all-to-all(?:-start)?\(", hlo)), gathers
+    """(the number of all-to-all ops, the (dtype, shape) of every all-gather's result), read
+    by tests/sharding/common.parse_collectives."""
+    found = parse_collectives(hlo)
+    gathers = [(t, shape) for c in found if c.op == "all-gather"
+               for t, shape in zip(c.types, c.shapes)]
+    return sum(c.op == "all-to-all" for c in found), gathers
 
 
 def assert_ulysses(hlo: str, lengths, sp: int, known=()) -> None:
