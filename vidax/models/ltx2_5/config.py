@@ -360,3 +360,12 @@ class LTX2TextProjectionConfig:
         except KeyError as e:
             raise VidaxError(f"LTX-2 DiT config has no {e.args[0]!r}, which sizes the text "
                              "projection") from e
+
+
+# ------------------------------------------------------------------------- audio VAE
+
+
+# ------------------------------------------------------------------------- vocoders
+
+
+# ------------------------------------------------------------------------- 2.5 diffusion decoder

@@ -157,3 +157,12 @@ register(ComponentSpec(
     description="LTX-2.x text embedding projection (Gemma hidden states -> the connectors' "
                 "input; V1 in the 19B, V2 in 2.3 and 2.5), inside the release file",
 ))
+
+
+# ----------------------------------------------------------------------------- audio VAE
+
+
+# ----------------------------------------------------------------------------- vocoders
+
+
+# ------------------------------------------------------------ 2.5 diffusion decoder
