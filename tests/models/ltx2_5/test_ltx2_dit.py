@@ -52,8 +52,8 @@ from vidax import registry
 from vidax.errors import VidaxError
 from vidax.loading import verify_manifest
 from vidax.manifests import all_manifests, get_manifest
-from vidax.models.ltx2_5.dit import (LTX2DiT, LTX2DiTConfig, Modality, audio_positions,
-                               video_positions)
+from vidax.models.ltx2_5.dit import (LTX2DiT, LTX2DiTConfig, Modality, Perturbations,
+                                     audio_positions, video_positions)
 
 
 jax.config.update("jax_default_matmul_precision", "highest")
@@ -191,7 +191,7 @@ def test_positions_match_ltx_core():
         np.broadcast_to(audio_positions(AUDIO_FRAMES), audio.shape), audio.numpy())
 
 
-def _reference_forward(model, x, video_only: bool):
+def _reference_forward(model, x, video_only: bool, perturbations=None):
     import torch
     from ltx_core.model.transformer.modality import Modality as RefModality
 
@@ -204,18 +204,18 @@ def _reference_forward(model, x, video_only: bool):
         latent=t(x["a_latent"]), sigma=t(x["a_sigma"]), timesteps=t(x["a_t"]),
         positions=audio_pos, context=t(x["a_context"]), context_mask=t(x["mask"]))
     with torch.no_grad():
-        v, a = model(video, audio, None)
+        v, a = model(video, audio, perturbations)
     return v.numpy(), None if a is None else a.numpy()
 
 
 @functools.partial(nnx.jit, static_argnames=("video_only",))
-def _run(model, x, video_only):
+def _run(model, x, video_only, perturb=None):
     video = Modality(x["v_latent"], x["v_sigma"], x["v_t"],
                      video_positions(FRAMES, HEIGHT, WIDTH, FPS), x["v_context"], x["mask"])
     audio = None if video_only else Modality(
         x["a_latent"], x["a_sigma"], x["a_t"], audio_positions(AUDIO_FRAMES), x["a_context"],
         x["mask"])
-    return model(video, audio)
+    return model(video, audio, perturb=perturb)
 
 
 @functools.partial(nnx.jit)
@@ -389,3 +389,37 @@ def test_tiny_file_keys_are_the_release_layout(release):
     released = {re.sub(r"\.\d+\.", ".N.", k) for k in manifest.tensors}
     stored = {re.sub(r"\.\d+\.", ".N.", k) for k in safetensors.numpy.load_file(path)}
     assert stored == released
+
+
+def test_perturbed_forward_matches_ltx_core(release, record_property):
+    """The dev guidance's perturbed passes (ltx-core's ``BatchedPerturbationConfig``): sample 0
+    skips the video and audio self-attention of block 1 (STG), sample 1 every audio<->video
+    cross-attention (the isolated-modality pass). Negative control: the same call with no
+    perturbation must differ from the perturbed reference."""
+    from ltx_core.guidance.perturbations import (
+        BatchedPerturbationConfig,
+        Perturbation,
+        PerturbationConfig,
+        PerturbationType,
+    )
+
+    structure, path, refs = release
+    model = vidax.load("ltx2_5", "dit", path)
+    x = _inputs(structure, seed=4)
+    T = PerturbationType
+    config = BatchedPerturbationConfig([
+        PerturbationConfig([Perturbation(T.SKIP_VIDEO_SELF_ATTN, [1]),
+                            Perturbation(T.SKIP_AUDIO_SELF_ATTN, [1])]),
+        PerturbationConfig([Perturbation(T.SKIP_A2V_CROSS_ATTN, None),
+                            Perturbation(T.SKIP_V2A_CROSS_ATTN, None)])])
+    ref_v, ref_a = _reference_forward(refs[0], x, video_only=False, perturbations=config)
+    perturb = Perturbations.make(model.config.num_layers, BATCH, video_self=[(0, [1])],
+                                 audio_self=[(0, [1])], a2v=[(1, None)], v2a=[(1, None)])
+    out_v, out_a = _run(model, x, video_only=False, perturb=perturb)
+    plain_v, plain_a = _run(model, x, video_only=False)
+    for name, out, plain, ref in (("video", out_v, plain_v, ref_v),
+                                  ("audio", out_a, plain_a, ref_a)):
+        assert_parity(f"ltx2 {structure} perturbed {name}", out, ref, record_property)
+        for sample in range(BATCH):
+            assert_fails(f"ltx2 {structure} unperturbed {name} sample {sample}",
+                         np.asarray(plain)[sample], ref[sample], record_property)

@@ -59,8 +59,14 @@ LTX-Video).
 
 Not implemented (the authors' forward has them): the ``interleaved`` RoPE layout and float32
 frequency grids (every release uses ``split`` and float64; ``from_dict`` refuses the others),
-spatio-temporal-guidance perturbations and the conditioning self-attention mask (no arguments
-for them).
+and the conditioning self-attention mask (no argument for it).
+
+Perturbations (ltx-core's ``BatchedPerturbationConfig``, for the dev pipelines' guidance):
+``dit(video, audio, perturb=Perturbations(...))`` with per-block, per-sample keep factors
+``[num_layers, B]`` (1 keep, 0 skip). A skipped self-attention passes its value projection
+through instead of the attention output (``out * m + v * (1 - m)``, before the head gate and
+``to_out``), a skipped audio<->video cross-attention adds nothing (its output times ``m``), as
+ltx-core's ``Attention.forward`` and ``BasicAVTransformerBlock.forward`` do.
 The 2.5 ``keyframes_abs_pos_embedding`` follows the authors' later code (added after
 ``patchify_proj`` to the tokens where ``keyframes_mask > 0``); ltx-core 1.0.0 predates 2.5, so
 the 2.5 paths have no oracle here.
@@ -111,6 +117,36 @@ class Modality(NamedTuple):
     context: jax.Array
     context_mask: jax.Array | None = None
     keyframes_mask: jax.Array | None = None
+
+
+class Perturbations(NamedTuple):
+    """Per-block, per-sample keep factors ``[num_layers, B]`` (1: run, 0: skip; None: every
+    block runs): ltx-core's ``PerturbationType`` ``SKIP_VIDEO_SELF_ATTN``,
+    ``SKIP_AUDIO_SELF_ATTN``, ``SKIP_A2V_CROSS_ATTN``, ``SKIP_V2A_CROSS_ATTN``."""
+
+    video_self: jax.Array | None = None
+    audio_self: jax.Array | None = None
+    a2v: jax.Array | None = None
+    v2a: jax.Array | None = None
+
+    @classmethod
+    def make(cls, num_layers: int, batch: int, **skipped) -> Perturbations:
+        """Host-side keep factors from ``{kind: [(sample, blocks or None), ...]}`` (None: every
+        block), e.g. ``make(48, 3, video_self=[(2, [29])])``."""
+        out = {}
+        for kind, entries in skipped.items():
+            keep = np.ones((num_layers, batch), np.float32)
+            for sample, blocks in entries:
+                keep[list(range(num_layers)) if blocks is None else list(blocks), sample] = 0.0
+            out[kind] = keep
+        return cls(**out)
+
+
+def _keep(table: jax.Array | None, index: int, x: jax.Array) -> jax.Array | None:
+    """Block ``index``'s keep factors, shaped to broadcast over ``x`` ([B, ...])."""
+    if table is None:
+        return None
+    return jnp.asarray(table)[index].astype(x.dtype).reshape(-1, *([1] * (x.ndim - 1)))
 
 
 # ---------------------------------------------------------------------------- positions
@@ -246,7 +282,10 @@ class Attention(nnx.Module):
                  rope: tuple[jax.Array, jax.Array] | None = None,
                  k_rope: tuple[jax.Array, jax.Array] | None = None,
                  bias: jax.Array | None = None,
-                 keys_sequence_parallel: bool = False) -> jax.Array:
+                 keys_sequence_parallel: bool = False,
+                 keep: jax.Array | None = None) -> jax.Array:
+        """``keep`` ``[B, 1, 1]`` (self-attention only): 0 passes the value projection
+        through instead of the attention output (ltx-core's ``perturbation_mask``)."""
         context = x if context is None else context
         q = self.q_norm(self.to_q(x))
         k = self.k_norm(self.to_k(context))
@@ -256,6 +295,8 @@ class Attention(nnx.Module):
             k = apply_split_rope(k, *(rope if k_rope is None else k_rope))
         out = attention(self._heads(q), self._heads(k), self._heads(v), bias=bias,
                         keys_sequence_parallel=keys_sequence_parallel)
+        if keep is not None:
+            out = out * keep[..., None] + self._heads(v) * (1 - keep[..., None])
         if self.to_gate_logits is not None:
             out = out * (2.0 * jax.nn.sigmoid(self.to_gate_logits(x)))[..., None]
         return self.to_out(out.reshape(*x.shape[:2], -1))
@@ -323,9 +364,10 @@ class BasicAVTransformerBlock(nnx.Module):
             self.prompt_scale_shift_table = self.audio_prompt_scale_shift_table = None
 
     def _self_and_text(self, s: _Stream, attn1: Attention, attn2: Attention, table: jax.Array,
-                       prompt_table: jax.Array | None) -> jax.Array:
+                       prompt_table: jax.Array | None, keep: jax.Array | None) -> jax.Array:
         shift, scale, gate = _rows(table, s.ada, slice(0, 3))
-        x = s.x + attn1(rms_norm(s.x, self.eps) * (1 + scale) + shift, rope=s.rope) * gate
+        x = s.x + attn1(rms_norm(s.x, self.eps) * (1 + scale) + shift, rope=s.rope,
+                        keep=keep) * gate
         if not self.cross_attention_adaln:
             return x + attn2(rms_norm(x, self.eps), s.context, bias=s.context_bias)
         # apply_cross_attention_adaln
@@ -345,15 +387,19 @@ class BasicAVTransformerBlock(nnx.Module):
         (gate,) = _rows(table[4:], s.cross_gate, slice(None))
         return scale, shift, gate
 
-    def __call__(self, video: _Stream | None, audio: _Stream | None):
+    def __call__(self, video: _Stream | None, audio: _Stream | None,
+                 perturb: Perturbations | None = None, index: int = 0):
         vx = ax = None
+        p = perturb or Perturbations()
         if video is not None:
             vx = self._self_and_text(video, self.attn1, self.attn2, self.scale_shift_table[...],
-                                     _value(self.prompt_scale_shift_table))
+                                     _value(self.prompt_scale_shift_table),
+                                     _keep(p.video_self, index, video.x))
         if audio is not None:
             ax = self._self_and_text(audio, self.audio_attn1, self.audio_attn2,
                                      self.audio_scale_shift_table[...],
-                                     _value(self.audio_prompt_scale_shift_table))
+                                     _value(self.audio_prompt_scale_shift_table),
+                                     _keep(p.audio_self, index, audio.x))
         if video is not None and audio is not None:
             v_table = self.scale_shift_table_a2v_ca_video[...]
             a_table = self.scale_shift_table_a2v_ca_audio[...]
@@ -363,14 +409,16 @@ class BasicAVTransformerBlock(nnx.Module):
             a_scale, a_shift, _ = self._av_values(a_table, audio, slice(0, 2))
             vx = vx + self.audio_to_video_attn(
                 vx_norm * (1 + v_scale) + v_shift, ax_norm * (1 + a_scale) + a_shift,
-                rope=video.cross_rope, k_rope=audio.cross_rope) * v_gate
+                rope=video.cross_rope, k_rope=audio.cross_rope) * v_gate * _ones(
+                    _keep(p.a2v, index, vx))
             # video -> audio, from the norms taken before the update above
             a_scale, a_shift, a_gate = self._av_values(a_table, audio, slice(2, 4))
             v_scale, v_shift, _ = self._av_values(v_table, video, slice(2, 4))
             ax = ax + self.video_to_audio_attn(
                 ax_norm * (1 + a_scale) + a_shift, vx_norm * (1 + v_scale) + v_shift,
                 rope=audio.cross_rope, k_rope=video.cross_rope,
-                keys_sequence_parallel=True) * a_gate   # the video tokens: split, not gathered
+                keys_sequence_parallel=True) * a_gate * _ones(   # video tokens: split
+                    _keep(p.v2a, index, ax))
         if video is not None:
             vx = self._feed_forward(vx, video.ada, self.scale_shift_table[...], self.ff)
         if audio is not None:
@@ -378,6 +426,10 @@ class BasicAVTransformerBlock(nnx.Module):
                                     self.audio_ff)
         return (None if video is None else video._replace(x=vx),
                 None if audio is None else audio._replace(x=ax))
+
+
+def _ones(keep: jax.Array | None):
+    return 1.0 if keep is None else keep
 
 
 def _value(p: nnx.Param | None) -> jax.Array | None:
@@ -566,11 +618,13 @@ class LTX2DiT(nnx.Module):
         x = layer_norm(x, self.config.norm_eps) * (1 + scale) + shift
         return getattr(self, pre + "proj_out")(x)
 
-    def __call__(self, video: Modality | None, audio: Modality | None = None
+    def __call__(self, video: Modality | None, audio: Modality | None = None, *,
+                 perturb: Perturbations | None = None
                  ) -> tuple[jax.Array | None, jax.Array | None]:
         """The velocities ``(video [B, Tv, out_channels], audio [B, Ta, audio_out_channels])``
         of ``LTXModel.forward``; a stream passed as None is not run (its output is None), and
-        then the audio<->video attention is skipped."""
+        then the audio<->video attention is skipped. ``perturb``: attention skipped per block
+        and sample (:class:`Perturbations`; the module docstring)."""
         if video is None and audio is None:
             raise VidaxError("LTX-2 DiT: pass a video or an audio Modality (or both)")
         v = a = v_emb = a_emb = None
@@ -578,7 +632,7 @@ class LTX2DiT(nnx.Module):
             v, v_emb = self._prepare(video, audio, audio=False)
         if audio is not None:
             a, a_emb = self._prepare(audio, video, audio=True)
-        for block in self.transformer_blocks:
-            v, a = block(v, a)
+        for index, block in enumerate(self.transformer_blocks):
+            v, a = block(v, a, perturb, index)
         return (None if v is None else self._output(v.x, v_emb, audio=False),
                 None if a is None else self._output(a.x, a_emb, audio=True))
