@@ -74,7 +74,9 @@ def verify_manifest(manifest) -> _verify.Report:
     spec, variant = registry.resolve(manifest.family, manifest.variant, manifest.component,
                                      manifest.layout)
     cfg = spec.make_config(variant)
-    tensors = {k: TensorInfo(tuple(t.shape), t.dtype) for k, t in manifest.tensors.items()}
+    # a manifest's shape may be null (a byte asset whose length was not established)
+    tensors = {k: TensorInfo(None if t.shape is None else tuple(t.shape), t.dtype)
+               for k, t in manifest.tensors.items()}
     report, _, _ = verify_tensors(spec, cfg, tensors, source=f"manifest {manifest.name}")
     return report
 

@@ -371,6 +371,9 @@ _RULES: dict[str, PartitionRules] = {
     "vidax.models.llama.model:LlamaModel": REASON1,
     # Gemma: the same names; its per-head q/k norms stay whole
     "vidax.models.gemma.model:GemmaModel": REASON1,
+    # Gemma 4 (LTX-2.5): the same names; a full layer's single 512-wide K/V head splits over tp
+    # inside the head (correct, with XLA's collectives)
+    "vidax.models.gemma.gemma4:Gemma4Model": REASON1,
     "vidax.models.cosmos3.dit:Cosmos3DiT": COSMOS3_DIT,
     "vidax.models.hunyuan_video.dit:HunyuanVideoDiT": HUNYUAN_VIDEO_DIT,
     # HunyuanVideo-1.5: the same double blocks and token refiner (paths and all), no single blocks

@@ -26,6 +26,11 @@ takes ``tokenizer.json`` when there is one and otherwise builds the same ``token
 pipeline from ``spiece.model`` (:func:`sentencepiece_tokenizer`) the way transformers' T5
 tokenizer does when it meets that file, read by a small protobuf reader of our own
 (:func:`read_sentencepiece`): neither sentencepiece nor protobuf is needed at run time.
+
+LTX-2.5 keeps its tokenizer inside its text-encoder file (uint8 tensors next to the Gemma 4
+weights): :func:`gemma_assets` reads the config, ``tokenizer.json`` and sidecar bytes from the
+file's memory map, and :class:`GemmaTokenizer` (:func:`gemma_tokenizer`) tokenizes as the
+authors' Gemma 4 path does (a forced BOS, left padding to 1024).
 """
 
 from __future__ import annotations
@@ -456,3 +461,187 @@ def _read_json(path: Path) -> dict:
     if not isinstance(data, dict):
         raise VidaxError(f"{path}: expected a JSON object")
     return data
+
+
+# ----------------------------------------------------------------------------- LTX-2.5's Gemma 4
+#: Where LTX-2.5's text-encoder file keeps its tokenizer and Hugging Face files (the authors'
+#: packer, Lightricks/LTX-2@400fd31 ltx_core/text_encoders/gemma/gemma_assets.py):
+#: ``__metadata__["gemma_config"]`` the HF config JSON, the uint8 tensor ``tokenizer_json``
+#: the ``tokenizer.json`` bytes, ``hf_asset__<name>`` each sidecar file's bytes.
+GEMMA_TOKENIZER_KEY = "tokenizer_json"
+GEMMA_ASSET_PREFIX = "hf_asset__"
+#: ltx-core's ``TOKENIZER_MAX_LENGTH``: LTX-2.5 prompts are padded to 1024 tokens.
+GEMMA_SEQ_LEN = 1024
+#: Sidecars older packs may keep as metadata strings instead (ltx-core's fallback).
+_GEMMA_METADATA_SIDECARS = ("tokenizer_config.json", "processor_config.json",
+                            "chat_template.jinja", "generation_config.json")
+
+
+@dataclass(frozen=True)
+class GemmaAssets:
+    """What LTX-2.5's text-encoder file carries besides weights (:func:`gemma_assets`):
+    ``config`` the HF config dict (``gemma_config``), ``tokenizer_json`` the bytes of
+    ``tokenizer.json``, ``sidecars`` file name -> bytes (``tokenizer_config.json``, ...)."""
+
+    source: str
+    config: dict
+    tokenizer_json: bytes
+    sidecars: dict
+
+    def sidecar_json(self, name: str) -> dict:
+        if name not in self.sidecars:
+            raise VidaxError(f"{self.source}: no {name} (tensor {GEMMA_ASSET_PREFIX}{name}); "
+                             f"the file holds {sorted(self.sidecars) or 'no sidecar files'}")
+        try:
+            data = json.loads(self.sidecars[name])
+        except ValueError as e:
+            raise VidaxError(f"{self.source}: {GEMMA_ASSET_PREFIX}{name} is not valid JSON "
+                             f"({e})") from e
+        if not isinstance(data, dict):
+            raise VidaxError(f"{self.source}: {GEMMA_ASSET_PREFIX}{name} is not a JSON object")
+        return data
+
+
+def _asset_bytes(ref, source: str, key: str) -> bytes:
+    if len(ref.shape) != 1 or str(ref.dtype) not in ("uint8", "int8"):
+        raise VidaxError(f"{source}: tensor {key!r} should hold file bytes (1-D uint8), found "
+                         f"{ref.dtype} of shape {list(ref.shape)}")
+    return ref.read().view(np.uint8).tobytes()    # int8 (some Comfy packs): the same bytes
+
+
+def gemma_assets(path: str | os.PathLike) -> GemmaAssets:
+    """Read the config, tokenizer and sidecar files of an LTX-2.5 text-encoder file
+    (``gemma4-12b-with-proj-ltx-2.5-bf16.safetensors``) from its memory map: only those
+    tensors' pages are read. A missing ``gemma_config`` or ``tokenizer_json``, unreadable JSON
+    or a tensor that is not bytes is a ``VidaxError`` naming the file and the key (as
+    ltx-core's ``GemmaAssets.from_single_file`` refuses them)."""
+    from vidax.models.gemma.config import GEMMA_CONFIG_KEY, gemma_config_json
+    from vidax.translator.io import open_checkpoint
+
+    source = str(path)
+    with open_checkpoint(path) as ckpt:
+        metadata = dict(ckpt.metadata)
+        config = gemma_config_json(metadata, source)
+        if config is None:
+            raise VidaxError(f"{source}: no safetensors metadata {GEMMA_CONFIG_KEY!r} (the HF "
+                             "config JSON an LTX-2.5 text-encoder file carries); is this the "
+                             "gemma4-12b-with-proj-ltx-2.5 file?")
+        if GEMMA_TOKENIZER_KEY not in ckpt:
+            raise VidaxError(f"{source}: no tensor {GEMMA_TOKENIZER_KEY!r} (the tokenizer.json "
+                             "bytes an LTX-2.5 text-encoder file carries)")
+        tokenizer_json = _asset_bytes(ckpt[GEMMA_TOKENIZER_KEY], source, GEMMA_TOKENIZER_KEY)
+        sidecars = {key[len(GEMMA_ASSET_PREFIX):]: _asset_bytes(ckpt[key], source, key)
+                    for key in ckpt if key.startswith(GEMMA_ASSET_PREFIX)}
+    for name in _GEMMA_METADATA_SIDECARS:
+        if name not in sidecars and isinstance(metadata.get(name), str):
+            sidecars[name] = metadata[name].encode()
+    return GemmaAssets(source, config, tokenizer_json, sidecars)
+
+
+class GemmaTokenizer:
+    """LTX-2.5's prompt tokenization, from the tokenizer in its text-encoder file, without
+    transformers: what ltx-core's ``LTXGemmaTokenizer.tokenize_with_weights`` returns for each
+    prompt (Lightricks/LTX-2@400fd31 ltx_core/text_encoders/gemma/tokenizer.py, the tokenizer
+    built by ``build_gemma_hf_tokenizer``: transformers' fast tokenizer over the file's
+    ``tokenizer.json`` with ``tokenizer_config.json``'s settings).
+
+    * the prompt's ends are stripped (``str.strip``), it is encoded with the special tokens
+      of the post-processor -- the ``tokenizer.json``'s own, or, where
+      ``tokenizer_config.json`` sets ``add_bos_token`` / ``add_eos_token`` or the file has
+      none, the one transformers builds from those flags -- truncated to ``seq_len``
+      (transformers' ``truncation=True``, on ``truncation_side``);
+    * a ``<bos>`` is put first unless the ids already start with it (Gemma 4's
+      post-processor adds none), the ids cut to ``seq_len`` again;
+    * left padding to ``seq_len`` (1024) with the pad token (the EOS where none is named);
+      the mask is 1 on the tokens, 0 on the padding.
+
+    ``ltx-core`` 1.0.0 (Gemma 3, ``LTXVGemmaTokenizer``) relied on the post-processor for the
+    BOS; the Gemma 4 path forces it. ``__call__(texts)`` returns :class:`Tokens` (``dropped``:
+    per prompt, the tokens truncation removed, with a warning, where the authors drop them
+    silently); ``seq_len``, ``pad_id``, ``bos_id``, ``vocab_size`` as :class:`Tokenizer`'s.
+    """
+
+    def __init__(self, assets: GemmaAssets | str | os.PathLike, *,
+                 seq_len: int = GEMMA_SEQ_LEN):
+        from tokenizers import Tokenizer as _Backend, processors
+
+        if not isinstance(assets, GemmaAssets):
+            assets = gemma_assets(assets)
+        if seq_len < 1:
+            raise VidaxError(f"seq_len must be at least 1 (room for the BOS), got {seq_len}")
+        self.assets, self.seq_len = assets, seq_len
+        where = f"{assets.source}: tensor {GEMMA_TOKENIZER_KEY!r}"
+        try:
+            backend = _Backend.from_buffer(assets.tokenizer_json)
+        except Exception as e:  # the Rust side raises a bare Exception on malformed bytes
+            raise VidaxError(f"{where} is not a readable tokenizer.json ({e})") from e
+        settings = assets.sidecar_json("tokenizer_config.json")
+        named = {}
+        for role in ("bos_token", "eos_token", "pad_token", "unk_token"):
+            value = settings.get(role)
+            if isinstance(value, dict):           # a serialised AddedToken
+                value = value.get("content")
+            if isinstance(value, str):
+                if backend.token_to_id(value) is None:
+                    raise VidaxError(f"{where}: tokenizer_config.json's {role} {value!r} is "
+                                     "not in the vocabulary")
+                named[role] = value
+        if "bos_token" not in named:
+            raise VidaxError(f"{assets.source}: tokenizer_config.json names no bos_token; "
+                             "LTX-2.5's prompts start with one")
+        pad = named.get("pad_token", named.get("eos_token"))
+        if pad is None:
+            raise VidaxError(f"{assets.source}: tokenizer_config.json names neither a "
+                             "pad_token nor an eos_token to pad with")
+        self.bos_id, self.pad_id = backend.token_to_id(named["bos_token"]), backend.token_to_id(pad)
+        flags = {k: bool(settings.get(k, False)) for k in ("add_bos_token", "add_eos_token")}
+        if backend.post_processor is None or {"add_bos_token", "add_eos_token"} & settings.keys():
+            # transformers' TokenizersBackend.update_post_processor
+            bos, eos = named.get("bos_token"), named.get("eos_token")
+            use_bos, use_eos = flags["add_bos_token"], flags["add_eos_token"] and eos is not None
+            single = " ".join([f"{bos}:0"] * use_bos + ["$A:0"] + [f"{eos}:0"] * use_eos)
+            pair = single + "".join([f" {bos}:1"] * use_bos + [" $B:1"] + [f" {eos}:1"] * use_eos)
+            backend.post_processor = processors.TemplateProcessing(
+                single=single, pair=pair,
+                special_tokens=[(t, backend.token_to_id(t)) for t, on in
+                                ((bos, use_bos), (eos, use_eos)) if on])
+        side = settings.get("truncation_side", "right")
+        if side not in ("left", "right"):
+            raise VidaxError(f"{assets.source}: tokenizer_config.json truncation_side {side!r}")
+        backend.no_padding()
+        backend.enable_truncation(seq_len, direction=side)
+        backend.encode_special_tokens = bool(settings.get("split_special_tokens", False))
+        self._backend = backend
+
+    @property
+    def vocab_size(self) -> int:
+        return self._backend.get_vocab_size(with_added_tokens=True)
+
+    def __call__(self, texts: str | Sequence[str]) -> Tokens:
+        if isinstance(texts, str):
+            texts = [texts]
+        texts = [t.strip() for t in texts]
+        encodings = self._backend.encode_batch(texts, add_special_tokens=True)
+        ids = np.full((len(texts), self.seq_len), self.pad_id, np.int32)
+        mask = np.zeros((len(texts), self.seq_len), np.int32)
+        dropped = []
+        for row, enc in enumerate(encodings):
+            tokens = list(enc.ids)
+            lost = sum(len(o.ids) - sum(o.special_tokens_mask) for o in enc.overflowing)
+            if not tokens or tokens[0] != self.bos_id:
+                lost += max(0, len(tokens) + 1 - self.seq_len)
+                tokens = [self.bos_id, *tokens][: self.seq_len]
+            ids[row, self.seq_len - len(tokens):] = tokens          # left padding
+            mask[row, self.seq_len - len(tokens):] = 1
+            dropped.append(lost)
+        for row, n in enumerate(dropped):
+            if n:
+                warnings.warn(f"prompt {row} is {n + self.seq_len} tokens long, more than the "
+                              f"text encoder's {self.seq_len}: {n} tokens were dropped",
+                              UserWarning, stacklevel=2)
+        return Tokens(ids, mask, tuple(dropped))
+
+
+def gemma_tokenizer(path: str | os.PathLike, *, seq_len: int = GEMMA_SEQ_LEN) -> GemmaTokenizer:
+    """The :class:`GemmaTokenizer` of an LTX-2.5 text-encoder file (:func:`gemma_assets`)."""
+    return GemmaTokenizer(gemma_assets(path), seq_len=seq_len)

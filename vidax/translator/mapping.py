@@ -297,7 +297,8 @@ class Mapper:
         """Plan every stored tensor. ``tensors`` maps key -> anything with ``shape`` and
         ``dtype`` (a ``TensorRef``, a ``TensorInfo``, a numpy array)."""
         plan = Plan()
-        infos = {k: TensorInfo(tuple(v.shape), _dtype_name(v.dtype)) for k, v in tensors.items()}
+        infos = {k: TensorInfo(None if v.shape is None else tuple(v.shape),
+                               _dtype_name(v.dtype)) for k, v in tensors.items()}
 
         # 1. ignore, assets
         live: dict[str, TensorInfo] = {}
