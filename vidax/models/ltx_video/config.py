@@ -324,31 +324,59 @@ class LTXVideoVAEConfig:
             spatial_padding_mode=d.get("spatial_padding_mode", "zeros"))
 # ------------------------------------------------------------ latent upsampler
 GROUPS = 32
+#: ltx-core's ``SpatialRationalResampler`` scales: up by ``num`` (pixel shuffle), then an
+#: anti-aliased stride-``den`` downsample (ltx_core/model/upsampler/spatial_rational_resampler.py).
+RATIONAL_SCALES = {0.75: (3, 4), 1.5: (3, 2), 2.0: (2, 1), 4.0: (4, 1)}
 
 
 @dataclass(frozen=True)
 class LTXVideoUpsamplerConfig:
-    """The authors' ``LatentUpsampler`` arguments; defaults: the 0.9.8 spatial upscaler."""
+    """The authors' ``LatentUpsampler`` arguments; defaults: the 0.9.8 spatial upscaler.
+
+    ``spatial_scale`` and ``rational_resampler`` are ltx-core's (LTX-2.x) additions; LTX-Video's
+    class has neither (:class:`LTX2UpsamplerConfig` reads them from LTX-2.x files). As in
+    ltx-core, the rational resampler is used only for a spatial-only upsampler; otherwise
+    both are inert (a temporal file declares ``spatial_scale: 1.0``).
+    """
 
     in_channels: int = 128
     mid_channels: int = 512
     num_blocks_per_stage: int = 4
     spatial_upsample: bool = True
     temporal_upsample: bool = False
+    spatial_scale: float = 2.0
+    rational_resampler: bool = False
 
     def __post_init__(self):
+        object.__setattr__(self, "spatial_scale", float(self.spatial_scale))
         if not (self.spatial_upsample or self.temporal_upsample):
             raise VidaxError("LTX-Video latent upsampler: spatial_upsample or temporal_upsample "
                              "must be true")
         if self.mid_channels % GROUPS:
             raise VidaxError(f"LTX-Video latent upsampler mid_channels {self.mid_channels} must "
                              f"be a multiple of {GROUPS} (its GroupNorm groups)")
+        if self.uses_rational_resampler and self.spatial_scale not in RATIONAL_SCALES:
+            raise VidaxError(f"LTX latent upsampler spatial_scale {self.spatial_scale}: the "
+                             f"rational resampler supports {sorted(RATIONAL_SCALES)}")
+
+    @property
+    def uses_rational_resampler(self) -> bool:
+        """ltx-core's rule: the rational resampler replaces the 2x pixel shuffle only when the
+        upsampler is spatial-only and ``rational_resampler`` is set."""
+        return self.rational_resampler and self.spatial_upsample and not self.temporal_upsample
+
+    @property
+    def rational(self) -> tuple[int, int]:
+        """(up, down) factors of the rational resampler (``spatial_scale = up / down``)."""
+        return RATIONAL_SCALES[self.spatial_scale]
 
     @property
     def stride(self) -> tuple[int, int, int]:
-        """The (time, height, width) upsampling factors."""
+        """The (time, height, width) pixel-shuffle factors (the rational resampler's up
+        factor in H and W, its blur-downsample following)."""
         t = 2 if self.temporal_upsample else 1
-        s = 2 if self.spatial_upsample else 1
+        s = (self.rational[0] if self.uses_rational_resampler else 2) if self.spatial_upsample \
+            else 1
         return (t, s, s)
 
     @classmethod
@@ -370,7 +398,8 @@ class LTXVideoUpsamplerConfig:
         if d.get("_class_name", "LatentUpsampler") != "LatentUpsampler":
             raise VidaxError(f"LTX-Video latent upsampler config _class_name "
                              f"{d['_class_name']!r}: vidax reads LatentUpsampler configs")
-        names = {f.name for f in dataclasses.fields(cls)}
+        names = {f.name for f in dataclasses.fields(cls)} - {"spatial_scale",
+                                                             "rational_resampler"}
         unknown = sorted(k for k in d if k not in names | {"dims"} and not k.startswith("_"))
         if unknown:
             raise VidaxError(f"unknown LTX-Video latent upsampler config keys {unknown}")
@@ -379,4 +408,69 @@ class LTXVideoUpsamplerConfig:
                              "implements the released dims=3 upsamplers")
         defaults = {"in_channels": 4, "mid_channels": 128, "num_blocks_per_stage": 4,
                     "spatial_upsample": True, "temporal_upsample": False}
+        return cls(**{k: d.get(k, v) for k, v in defaults.items()})
+
+
+@dataclass(frozen=True)
+class LTX2UpsamplerConfig(LTXVideoUpsamplerConfig):
+    """ltx-core's ``LatentUpsampler`` (LTX-2 / 2.3 / 2.5 latent upscalers): the same model as
+    LTX-Video's plus ``spatial_scale`` / ``rational_resampler``. The presets are the released
+    files (``ltx2_5`` manifests ``<variant>__upsampler``); :meth:`from_dict` reads a file's
+    ``__metadata__["config"]`` with ltx-core 1.0.0's ``LatentUpsamplerConfigurator``
+    defaults."""
+
+    # ---------------------------------------------------------------- presets
+    @classmethod
+    def spatial_x2_rational(cls) -> LTX2UpsamplerConfig:
+        """``ltx-2-spatial-upscaler-x2-1.0`` and ``ltx-2.3-spatial-upscaler-x2-1.0``: 1024 mid
+        channels, the rational resampler at 2.0 (its blur is stride 1: the stored kernel is
+        loaded and unused, as in ltx-core)."""
+        return cls(mid_channels=1024, spatial_scale=2.0, rational_resampler=True)
+
+    @classmethod
+    def spatial_x2(cls) -> LTX2UpsamplerConfig:
+        """``ltx-2.3-spatial-upscaler-x2-1.1`` and ``ltx-2.5-latent-spatial-upscaler-x2-bf16-1.0``:
+        1024 mid channels, the plain 2x pixel shuffle (``upsampler.0``)."""
+        return cls(mid_channels=1024, spatial_scale=2.0, rational_resampler=False)
+
+    @classmethod
+    def spatial_x1_5(cls) -> LTX2UpsamplerConfig:
+        """``ltx-2.3-spatial-upscaler-x1.5-1.0``: 1024 mid channels, x3 pixel shuffle then a
+        stride-2 5x5 binomial blur."""
+        return cls(mid_channels=1024, spatial_scale=1.5, rational_resampler=True)
+
+    @classmethod
+    def temporal_x2(cls) -> LTX2UpsamplerConfig:
+        """The temporal x2 upscalers (LTX-2, 2.3, 2.5): 512 mid channels, frames ``F -> 2F - 1``
+        (their files declare ``spatial_scale: 1.0, rational_resampler: true``, inert here)."""
+        return cls(mid_channels=512, spatial_upsample=False, temporal_upsample=True,
+                   spatial_scale=1.0, rational_resampler=True)
+
+    @classmethod
+    def tiny(cls, temporal: bool = False) -> LTX2UpsamplerConfig:
+        """For tests: 16 latent channels, 64 mid channels, 1 + 1 blocks, the x1.5 resampler
+        (or temporal x2)."""
+        if temporal:
+            return cls(in_channels=16, mid_channels=64, num_blocks_per_stage=1,
+                       spatial_upsample=False, temporal_upsample=True)
+        return cls(in_channels=16, mid_channels=64, num_blocks_per_stage=1, spatial_scale=1.5,
+                   rational_resampler=True)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LTX2UpsamplerConfig:
+        """From an LTX-2.x file's metadata ``config`` (ltx-core's ``LatentUpsampler`` keys;
+        omitted keys take ``LatentUpsamplerConfigurator.from_config``'s defaults)."""
+        if d.get("_class_name", "LatentUpsampler") != "LatentUpsampler":
+            raise VidaxError(f"LTX-2 latent upsampler config _class_name "
+                             f"{d['_class_name']!r}: vidax reads LatentUpsampler configs")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(k for k in d if k not in names | {"dims"} and not k.startswith("_"))
+        if unknown:
+            raise VidaxError(f"unknown LTX-2 latent upsampler config keys {unknown}")
+        if d.get("dims", 3) != 3:
+            raise VidaxError(f"LTX-2 latent upsampler dims={d['dims']}: vidax implements the "
+                             "released dims=3 upsamplers")
+        defaults = {"in_channels": 128, "mid_channels": 512, "num_blocks_per_stage": 4,
+                    "spatial_upsample": True, "temporal_upsample": False, "spatial_scale": 2.0,
+                    "rational_resampler": False}
         return cls(**{k: d.get(k, v) for k, v in defaults.items()})

@@ -22,8 +22,8 @@ reports anything else, so a file that does not fit fails verification instead.
 from __future__ import annotations
 
 from vidax.errors import VidaxError
-from vidax.models.ltx_video.config import (LTXVideoDiTConfig, LTXVideoUpsamplerConfig,
-                                           LTXVideoVAEConfig)
+from vidax.models.ltx_video.config import (LTX2UpsamplerConfig, LTXVideoDiTConfig,
+                                           LTXVideoUpsamplerConfig, LTXVideoVAEConfig)
 from vidax.registry import ComponentSpec, register
 from vidax.translator.mapping import Ignore, Mapper, Rename
 from vidax.translator.mappings.common import metadata_config
@@ -82,6 +82,17 @@ UPSAMPLER = Mapper(
     rules=(Rename(r"^upsampler\.0\.", "upsampler.conv."),),
 )
 
+# LTX-2.x's upscalers (ltx-core's LatentUpsampler, the same model in vidax): the same rename
+# for the plain pixel-shuffle files; the rational resampler's upsampler.conv.* and its
+# persistent buffer upsampler.blur_down.kernel [1, 1, 5, 5] already carry vidax's names (the
+# kernel is loaded as stored and used as ltx-core uses it: a depthwise blur at stride > 1).
+LTX2_UPSAMPLER = Mapper(
+    name="ltx2_5.upsampler",
+    description="LTX-2.x latent upscaler, authors' layout (ltx-core LatentUpsampler state "
+                "dict, bare keys)",
+    rules=UPSAMPLER.rules,
+)
+
 
 # ----------------------------------------------------------------------------- metadata
 def _section(metadata: dict[str, str], source: str, section: str) -> dict | None:
@@ -110,6 +121,14 @@ def upsampler_config(metadata: dict[str, str], source: str):
     """The latent upsampler config (the whole metadata ``config``), or None."""
     config = metadata_config(metadata, source)
     return None if config is None else LTXVideoUpsamplerConfig.from_dict(config)
+
+
+def ltx2_upsampler_config(metadata: dict[str, str], source: str):
+    """An LTX-2.x upscaler file's config: its whole metadata ``config`` (what ltx-core's
+    ``SafetensorsModelStateDictLoader.metadata`` hands ``LatentUpsamplerConfigurator``), or
+    None."""
+    config = metadata_config(metadata, source)
+    return None if config is None else LTX2UpsamplerConfig.from_dict(config)
 
 
 _RELEASE_FILES = ("ltxv-13b-0.9.8-dev.safetensors", "ltxv-13b-0.9.8-distilled.safetensors",
@@ -152,4 +171,36 @@ register(ComponentSpec(
     files=("ltxv-spatial-upscaler-0.9.8.safetensors",),
     config_from_metadata="vidax.translator.mappings.ltx_video:upsampler_config",
     description="LTX-Video 0.9.8 spatial latent upscaler (multi-scale pipeline), its own file",
+))
+
+# LTX-2 / 2.3 / 2.5 latent upscalers: one file each, bare keys, the config in the metadata.
+# Variants: the release and the file (their manifests: tests/models/ltx2_5/manifests/).
+LTX2_UPSCALER_FILES = {
+    "2.0-spatial-x2": "ltx-2-spatial-upscaler-x2-1.0.safetensors",
+    "2.0-temporal-x2": "ltx-2-temporal-upscaler-x2-1.0.safetensors",
+    "2.3-spatial-x2-1.0": "ltx-2.3-spatial-upscaler-x2-1.0.safetensors",
+    "2.3-spatial-x2-1.1": "ltx-2.3-spatial-upscaler-x2-1.1.safetensors",
+    "2.3-spatial-x1.5": "ltx-2.3-spatial-upscaler-x1.5-1.0.safetensors",
+    "2.3-temporal-x2": "ltx-2.3-temporal-upscaler-x2-1.0.safetensors",
+    "2.5-spatial-x2": "ltx-2.5-latent-spatial-upscaler-x2-bf16-1.0.safetensors",
+    "2.5-temporal-x2": "ltx-2.5-latent-temporal-upscaler-x2-bf16-1.0.safetensors",
+}
+LTX2_UPSCALER_PRESETS = {
+    "2.0-spatial-x2": "spatial_x2_rational", "2.0-temporal-x2": "temporal_x2",
+    "2.3-spatial-x2-1.0": "spatial_x2_rational", "2.3-spatial-x2-1.1": "spatial_x2",
+    "2.3-spatial-x1.5": "spatial_x1_5", "2.3-temporal-x2": "temporal_x2",
+    "2.5-spatial-x2": "spatial_x2", "2.5-temporal-x2": "temporal_x2",
+}
+
+register(ComponentSpec(
+    model_type="ltx2_5", component="upsampler", layout="original",
+    model="vidax.models.ltx_video.upsampler:LTXVideoLatentUpsampler",
+    config="vidax.models.ltx_video.config:LTX2UpsamplerConfig",
+    mapper="vidax.translator.mappings.ltx_video:LTX2_UPSAMPLER",
+    variants=LTX2_UPSCALER_PRESETS,
+    files=tuple(LTX2_UPSCALER_FILES.values()),
+    config_from_metadata="vidax.translator.mappings.ltx_video:ltx2_upsampler_config",
+    description="LTX-2 / 2.3 / 2.5 latent upscalers (spatial x2, x1.5, temporal x2; ltx-core "
+                "LatentUpsampler, the LTX-Video model plus the rational resampler), one file "
+                "each",
 ))
