@@ -19,6 +19,7 @@ from vidax.translator.mappings import cosmos2_5  # noqa: E402, F401
 from vidax.translator.mappings import hunyuan_video  # noqa: E402, F401
 from vidax.translator.mappings import reason1  # noqa: E402, F401
 from vidax.translator.mappings import ltx2_5  # noqa: E402, F401
+from vidax.translator.mappings import ltx2_audio  # noqa: E402, F401
 from vidax.translator.mappings import cosmos3  # noqa: E402, F401
 from vidax.translator.mappings import hunyuan_video1_5  # noqa: E402, F401
 from vidax.translator.mappings import llama  # noqa: E402, F401
