@@ -475,5 +475,170 @@ def hunyuan_video() -> dict:
     return layout
 
 
+# ---------------------------------------------------------------------------------------------
+# LTX-2.x
+# ---------------------------------------------------------------------------------------------
+#: The tiny LTX-2.3 release of ``vidax demo ltx2_5``: ltx-core 1.0.0's classes at these
+#: configs, as the 2.3 single file's metadata sections carry them. The DiT streams are 128
+#: wide as in the releases (ltx-pipelines fixes the audio latent at 8 x 16 and vidax samples
+#: both streams as one token array); the video VAE compresses 8 x 32 x 32 at 128 channels;
+#: the audio VAE's ``ch`` is its statistics' width (8 x 16 = 128), every level 128 wide; the
+#: vocoders keep the releases' samples per mel frame (160 at 16 kHz, x3 by the BWE: 48 kHz).
+LTX2_FILE = "ltx-2.3-22b-distilled.safetensors"
+LTX2_UPSAMPLER_FILE = "ltx-2.3-spatial-upscaler-x2-1.0.safetensors"
+LTX2_GEMMA_DIR = "gemma-3-12b-it-qat-q4_0-unquantized"
+LTX2_GEMMA_TEXT = dict(vocab_size=256, hidden_size=32, intermediate_size=48,
+                       num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                       head_dim=16, query_pre_attn_scalar=16, sliding_window=16,
+                       sliding_window_pattern=2, rope_theta=1e6, rope_local_base_freq=1e4,
+                       rope_scaling={"rope_type": "linear", "factor": 8.0})
+LTX2_GEMMA_VISION = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, image_size=28, patch_size=14)
+LTX2_DIT = {
+    "_class_name": "AVTransformer3DModel", "activation_fn": "gelu-approximate",
+    "attention_bias": True, "attention_head_dim": 16, "attention_type": "default",
+    "audio_attention_head_dim": 8, "audio_cross_attention_dim": 16, "audio_in_channels": 128,
+    "audio_num_attention_heads": 2, "audio_out_channels": 128,
+    "audio_positional_embedding_max_pos": [20], "av_ca_timestep_scale_multiplier": 1000.0,
+    "av_cross_ada_norm": True, "caption_channels": 3840, "causal_temporal_positioning": True,
+    "connector_attention_head_dim": 16, "connector_norm_output": True,
+    "connector_num_attention_heads": 2, "connector_num_layers": 1,
+    "connector_num_learnable_registers": 128, "connector_positional_embedding_max_pos": [4096],
+    "cross_attention_dim": 32, "cross_attention_norm": True, "double_self_attention": False,
+    "dropout": 0.0, "frequencies_precision": "float64", "in_channels": 128,
+    "norm_elementwise_affine": False, "norm_eps": 1e-06, "norm_num_groups": 32,
+    "num_attention_heads": 2, "num_embeds_ada_norm": 1000, "num_layers": 2,
+    "num_vector_embeds": None, "only_cross_attention": False, "out_channels": 128,
+    "positional_embedding_max_pos": [20, 2048, 2048], "positional_embedding_theta": 10000.0,
+    "positional_embedding_type": "rope", "qk_norm": "rms_norm", "rope_type": "split",
+    "share_ff": False, "standardization_norm": "rms_norm", "timestep_scale_multiplier": 1000,
+    "upcast_attention": False, "use_audio_video_cross_attention": True,
+    "use_embeddings_connector": True, "use_linear_projection": False,
+    "use_middle_indices_grid": True, "apply_gated_attention": True,
+    "cross_attention_adaln": True, "caption_proj_before_connector": True,
+    "connector_apply_gated_attention": True, "audio_connector_num_attention_heads": 2,
+    "audio_connector_attention_head_dim": 8, "caption_projection_first_linear": False,
+    "caption_proj_input_norm": False, "caption_projection_second_linear": False}
+LTX2_VAE = {
+    "_class_name": "CausalVideoAutoencoder", "dims": 3, "in_channels": 3, "out_channels": 3,
+    "latent_channels": 128, "decoder_base_channels": 4, "patch_size": 4,
+    "encoder_blocks": [["res_x", {"num_layers": 1}], ["compress_space_res", {"multiplier": 1}],
+                       ["compress_time_res", {"multiplier": 1}],
+                       ["compress_all_res", {"multiplier": 1}],
+                       ["compress_all_res", {"multiplier": 1}], ["res_x", {"num_layers": 1}]],
+    "decoder_blocks": [["res_x", {"num_layers": 1}], ["compress_all", {"multiplier": 1}],
+                       ["compress_all", {"multiplier": 1}], ["compress_time", {"multiplier": 1}],
+                       ["compress_space", {"multiplier": 1}], ["res_x", {"num_layers": 1}]],
+    "scaling_factor": 1.0, "norm_layer": "pixel_norm", "latent_log_var": "uniform",
+    "use_quant_conv": False, "causal_decoder": False, "timestep_conditioning": False,
+    "normalize_latent_channels": False, "spatial_padding_mode": "zeros"}
+LTX2_AUDIO_VAE = {"model": {"params": {"ddconfig": {
+    "double_z": True, "mel_bins": 64, "z_channels": 8, "resolution": 256, "in_channels": 2,
+    "out_ch": 2, "ch": 128, "ch_mult": [1, 1, 1], "num_res_blocks": 1, "attn_resolutions": [],
+    "dropout": 0.0, "mid_block_add_attention": False, "norm_type": "pixel",
+    "causality_axis": "height"}, "sampling_rate": 16000}}}
+_LTX2_AMP = {"resblock": "AMP1", "stereo": True, "activation": "snakebeta",
+             "use_tanh_at_final": False, "use_bias_at_final": False,
+             "resblock_kernel_sizes": [3], "resblock_dilation_sizes": [[1, 3, 5]]}
+LTX2_VOCODER = {
+    "vocoder": {**_LTX2_AMP, "upsample_initial_channel": 32, "upsample_rates": [5, 4, 8],
+                "upsample_kernel_sizes": [11, 8, 16]},
+    "bwe": {**_LTX2_AMP, "upsample_initial_channel": 16, "upsample_rates": [6, 5, 8],
+            "upsample_kernel_sizes": [12, 11, 16], "apply_final_activation": False,
+            "input_sampling_rate": 16000, "output_sampling_rate": 48000, "hop_length": 80,
+            "n_fft": 512, "win_size": 512, "num_mels": 64}}
+LTX2_UPSAMPLER = {"in_channels": 128, "mid_channels": 32, "num_blocks_per_stage": 1, "dims": 3,
+                  "spatial_upsample": True, "temporal_upsample": False, "spatial_scale": 2.0,
+                  "rational_resampler": False}
+
+
+def _prefixed(prefix: str, module, drop: str | None = None) -> dict[str, list[int]]:
+    return {prefix + k: list(v.shape) for k, v in module.state_dict().items()
+            if drop is None or not k.startswith(drop)}
+
+
+@layout("ltx2_5")
+def ltx2_5() -> dict:
+    """Lightricks/LTX-2.3's distilled release at tiny widths: ONE single file holding ltx-core's
+    ``LTXModel`` and both ``Embeddings1DConnector``s under ``model.diffusion_model.``, the
+    ``FeatureExtractorV2`` under ``text_embedding_projection.``, the video ``VideoEncoder`` /
+    ``VideoDecoder`` under ``vae.``, the ``AudioEncoder`` / ``AudioDecoder`` under ``audio_vae.``
+    (statistics shared), ``VocoderWithBWE`` under ``vocoder.`` (every section's config in the
+    metadata); the ``LatentUpsampler`` file; and the Gemma 3 folder as transformers'
+    ``Gemma3ForConditionalGeneration.save_pretrained`` writes it (bfloat16)."""
+    import torch
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration
+
+    from tests.reference.ltx2 import import_ltx_audio
+
+    import_ltx_audio()
+    from ltx_core.model import video_vae as vv
+    from ltx_core.model.audio_vae import (AudioDecoderConfigurator, AudioEncoderConfigurator,
+                                          VocoderConfigurator)
+    from ltx_core.model.transformer.model_configurator import LTXModelConfigurator
+    from ltx_core.model.upsampler.model_configurator import LatentUpsamplerConfigurator
+    from ltx_core.text_encoders.gemma.embeddings_connector import (
+        AudioEmbeddings1DConnectorConfigurator, Embeddings1DConnectorConfigurator)
+    from ltx_core.text_encoders.gemma.feature_extractor import FeatureExtractorV2
+
+    full = {"transformer": LTX2_DIT}
+    with torch.device("meta"):
+        dit = LTXModelConfigurator.from_config(full)
+        video_connector = Embeddings1DConnectorConfigurator.from_config(full)
+        audio_connector = AudioEmbeddings1DConnectorConfigurator.from_config(full)
+        vae = {"vae": LTX2_VAE}
+        encoder = vv.VideoEncoderConfigurator.from_config(vae)
+        decoder = vv.VideoDecoderConfigurator.from_config(vae)
+        audio = {"audio_vae": LTX2_AUDIO_VAE}
+        audio_encoder = AudioEncoderConfigurator.from_config(audio)
+        audio_decoder = AudioDecoderConfigurator.from_config(audio)
+        vocoder = VocoderConfigurator.from_config({"vocoder": LTX2_VOCODER})
+        upsampler = LatentUpsamplerConfigurator.from_config(LTX2_UPSAMPLER)
+        flat = LTX2_GEMMA_TEXT["hidden_size"] * (LTX2_GEMMA_TEXT["num_hidden_layers"] + 1)
+        inner = LTX2_DIT["num_attention_heads"] * LTX2_DIT["attention_head_dim"]
+        audio_inner = (LTX2_DIT["audio_num_attention_heads"]
+                       * LTX2_DIT["audio_attention_head_dim"])
+        projection = FeatureExtractorV2(torch.nn.Linear(flat, inner),
+                                        LTX2_GEMMA_TEXT["hidden_size"],
+                                        torch.nn.Linear(flat, audio_inner))
+    single = {**_prefixed("model.diffusion_model.", dit),
+              **_prefixed("model.diffusion_model.video_embeddings_connector.", video_connector),
+              **_prefixed("model.diffusion_model.audio_embeddings_connector.", audio_connector)}
+    stats = "per_channel_statistics."
+    video_vae = {**_prefixed("vae.encoder.", encoder, stats),
+                 **_prefixed("vae.decoder.", decoder, stats),
+                 **_prefixed("vae.per_channel_statistics.", encoder.per_channel_statistics)}
+    audio_vae = {**_prefixed("audio_vae.encoder.", audio_encoder, stats),
+                 **_prefixed("audio_vae.decoder.", audio_decoder, stats),
+                 **_prefixed("audio_vae.per_channel_statistics.",
+                             audio_encoder.per_channel_statistics)}
+    gemma = Gemma3ForConditionalGeneration(Gemma3Config(
+        text_config=LTX2_GEMMA_TEXT, vision_config=LTX2_GEMMA_VISION, mm_tokens_per_image=4,
+        image_token_index=250, boi_token_index=251, eoi_token_index=252))
+
+    def entry(component, tensors, config=None, prefix=None, file=LTX2_FILE):
+        return {"file": file, "spec": ["ltx2_5", component, "original"], "prefix": prefix,
+                "config": config, "tensors": tensors}
+
+    layout = {
+        "dit": entry("dit", single, LTX2_DIT, "model.diffusion_model."),
+        "vae": entry("vae", video_vae, LTX2_VAE, "vae."),
+        "audio_vae": entry("audio_vae", audio_vae, LTX2_AUDIO_VAE, "audio_vae."),
+        "vocoder": entry("vocoder", _prefixed("vocoder.", vocoder), LTX2_VOCODER, "vocoder."),
+        "text_projection": entry("text_projection",
+                                 _prefixed("text_embedding_projection.", projection),
+                                 None, "text_embedding_projection."),
+        "upsampler": entry("upsampler", _prefixed("", upsampler), LTX2_UPSAMPLER,
+                           file=LTX2_UPSAMPLER_FILE),
+        "text_encoder": _saved(gemma, torch.bfloat16, f"{LTX2_GEMMA_DIR}/model.safetensors",
+                               ["gemma", "text_encoder", "transformers"]),
+    }
+    layout["text_projection"]["config"] = {
+        "version": 2, "embedding_dim": LTX2_GEMMA_TEXT["hidden_size"],
+        "num_layers": LTX2_GEMMA_TEXT["num_hidden_layers"] + 1, "video_dim": inner,
+        "audio_dim": audio_inner}
+    return layout
+
+
 if __name__ == "__main__":
     sys.exit(main())

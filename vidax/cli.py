@@ -273,11 +273,23 @@ def cmd_generate(args) -> int:
             folder_options["text_encoder_dir"] = args.text_encoder
         release = family.inspect_folder(args.checkpoint_dir, variant=args.variant,
                                         **folder_options)
+        accepts = inspect.signature(family.make_request).parameters
+        extra = {"release": release} if "release" in accepts else {}
+        if args.no_audio or args.audio_out:
+            if "audio" not in accepts:
+                raise VidaxError(f"--no-audio / --audio-out: {args.model_type} makes no sound "
+                                 "(ltx2_5 does)")
+            if args.no_audio and args.audio_out:
+                raise VidaxError("--audio-out writes the sound --no-audio leaves out; pass one")
+            extra["audio"] = not args.no_audio
+        if args.audio_out:
+            _check_out(Path(args.audio_out), ".wav")
         request = family.make_request(
             release.task, release.variant, args.prompt, negative_prompt=args.negative_prompt,
             image=args.image, last_image=args.last_image, frames=args.frames, size=args.size,
             steps=args.steps, guidance_scale=args.guidance_scale, shift=args.shift,
-            sample_solver=args.sample_solver, seed=args.seed, noise=args.noise, fps=args.fps)
+            sample_solver=args.sample_solver, seed=args.seed, noise=args.noise, fps=args.fps,
+            **extra)
         # The request against the release, and whether it fits the devices, before a weight
         # is read (an estimate: --skip-memory-check, for a user who knows better, still runs
         # the request's checks and only skips the refusal).
@@ -289,36 +301,45 @@ def cmd_generate(args) -> int:
         frames = pipe(request=request, memory_check=check)
     path = pipe.write(frames, out, fps=request.fps)
     f, h, w = frames.shape[:3]
-    con.print(f"wrote {path.resolve()}: {f} frames, {w}x{h}, {request.fps:g} fps, "
+    audio = getattr(pipe, "audio", None)
+    sound = ("" if audio is None else f", {audio.shape[0]}-channel AAC at {pipe.sample_rate} "
+             f"Hz ({audio.shape[1] / pipe.sample_rate:.2f} s)")
+    con.print(f"wrote {path.resolve()}: {f} frames, {w}x{h}, {request.fps:g} fps{sound}, "
               f"{path.stat().st_size / 2**20:.2f} MiB, in {time.perf_counter() - start:.1f} s",
               soft_wrap=True)
+    if args.audio_out:
+        wav = pipe.write_audio(args.audio_out)
+        con.print(f"wrote {wav.resolve()}: the sound as 16-bit PCM", soft_wrap=True)
     return 0
 
 
-def _check_out(out: Path) -> None:
-    """``generate --out``: an .mp4 that can be written, checked before anything loads: its
-    folder exists and takes a new file (tried, as the permission bits do not tell for root
-    or a read-only mount), and the name is not a folder or something else than a file."""
-    if out.suffix.lower() != ".mp4":
-        raise VidaxError(f"--out {out}: the output must be an .mp4 file")
+def _check_out(out: Path, suffix: str = ".mp4") -> None:
+    """``generate --out`` (``--audio-out``: ``suffix`` ".wav"): a file that can be written,
+    checked before anything loads: its folder exists and takes a new file (tried, as the
+    permission bits do not tell for root or a read-only mount), and the name is not a folder or
+    something else than a file."""
+    option = "--out" if suffix == ".mp4" else "--audio-out"
+    if out.suffix.lower() != suffix:
+        raise VidaxError(f"{option} {out}: the output must be a {suffix} file")
     try:
-        _try_out(out)
+        _try_out(out, option, suffix)
     except OSError as e:  # a name too long, a folder nobody may write in, ...
-        raise VidaxError(f"--out {out}: cannot write there ({e.strerror or e}); name an .mp4 "
-                         f"in a folder you can write to") from None
+        raise VidaxError(f"{option} {out}: cannot write there ({e.strerror or e}); name a "
+                         f"{suffix} in a folder you can write to") from None
 
 
-def _try_out(out: Path) -> None:
+def _try_out(out: Path, option: str, suffix: str) -> None:
     import tempfile
 
     if out.is_dir():
-        raise VidaxError(f"--out {out}: that is a folder; name the .mp4 file to write")
+        raise VidaxError(f"{option} {out}: that is a folder; name the {suffix} file to write")
     if out.exists() and not out.is_file():
-        raise VidaxError(f"--out {out}: exists and is not a regular file; name an .mp4 file")
+        raise VidaxError(f"{option} {out}: exists and is not a regular file; name a {suffix} "
+                         "file")
     folder = out.parent
     if not folder.is_dir():
         what = "is not a folder" if folder.exists() else "does not exist"
-        raise VidaxError(f"--out {out}: the folder {folder} {what}")
+        raise VidaxError(f"{option} {out}: the folder {folder} {what}")
     if out.exists():
         # Replaced or rewritten in place: the folder and the file must both take it.
         fd, probe = tempfile.mkstemp(dir=folder, prefix=".vidax-write-check-")
@@ -461,6 +482,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a device mesh, e.g. dp=2,fsdp=4,sp=1,tp=1 (default: one device); "
                         "see docs/hardware_and_sharding.md")
     s.add_argument("--out", required=True, help="the .mp4 to write")
+    s.add_argument("--audio-out", metavar="FILE.wav",
+                   help="LTX-2: also write the sound as a 16-bit WAV file")
+    s.add_argument("--no-audio", action="store_true",
+                   help="LTX-2: a video-only mp4 (the audio stream is sampled, not decoded)")
     s.set_defaults(func=cmd_generate)
 
     s = add("convert", help="translate a checkpoint once into a Flax-layout folder that later "

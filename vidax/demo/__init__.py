@@ -14,7 +14,8 @@ byte; ``vidax verify`` and ``vidax convert`` accept each file the demo writes.
 
 A family module has ``TITLE`` (what the release is), ``FOLDER`` (its folder name under the
 cache folder), ``write(folder)``, ``GENERATE`` (the ``vidax generate`` options after
-``--checkpoint-dir``) and ``COMPONENTS`` ((component, file relative to the folder) pairs).
+``--checkpoint-dir``), optionally ``MODEL_TYPE`` (the pipeline it runs, default its key) and
+``COMPONENTS`` ((component, file relative to the folder) pairs).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ DEMOS: dict[str, str] = {
     "cogvideox": "vidax.demo.cogvideox",
     "cosmos2_5": "vidax.demo.cosmos2_5",
     "hunyuan_video": "vidax.demo.hunyuan_video",
+    "ltx2_5": "vidax.demo.ltx2_5",
 }
 
 
@@ -60,7 +62,8 @@ def family(model_type: str):
 def generate_argv(model_type: str, folder: Path, video: Path) -> list[str]:
     """The ``vidax generate`` arguments the demo runs: every option that determines the video."""
     mod = family(model_type)
-    return ["generate", model_type, "--checkpoint-dir", str(folder), *mod.GENERATE,
+    return ["generate", getattr(mod, "MODEL_TYPE", model_type), "--checkpoint-dir", str(folder),
+            *mod.GENERATE,
             "--out", str(video)]
 
 

@@ -33,7 +33,8 @@ from vidax.errors import VidaxError
 PIPELINES = {"wan2_1": "vidax.pipelines.wan2_1", "wan2_2": "vidax.pipelines.wan2_2",
              "ltx_video": "vidax.pipelines.ltx_video", "cogvideox": "vidax.pipelines.cogvideox",
              "cosmos2_5": "vidax.pipelines.cosmos2_5",
-             "hunyuan_video": "vidax.pipelines.hunyuan_video"}
+             "hunyuan_video": "vidax.pipelines.hunyuan_video",
+             "ltx2_5": "vidax.pipelines.ltx2_5"}
 
 #: The precision policies every pipeline accepts (see each family's module docstring).
 PRECISIONS = ("bf16", "fp32")

@@ -9,7 +9,9 @@ as the authors' preprocessing leaves it:
   offsets floored), as LTX-Video's ``load_image_to_tensor_with_resize_and_crop``;
 * :func:`gaussian_blur`: torchvision's ``F.gaussian_blur(kernel_size=3, sigma=1.0)``.
 * :func:`resize_nearest`: ``F.interpolate`` in its default mode (nearest), on frames
-  ``[..., H, W, C]`` of any dtype.
+  ``[..., H, W, C]`` of any dtype;
+* :func:`h264_round_trip`: a uint8 frame through one H.264 frame and back (PyAV), as
+  LTX-2's ``ltx_pipelines.utils.media_io.preprocess``.
 
 The resizes are separable matrices (no antialiasing, no clamping) applied in float64 and
 returned as float32: within ~5e-6 of torch's float32 sums on values in [-1, 1].
@@ -109,3 +111,29 @@ def resize_nearest(frames: np.ndarray, height: int, width: int) -> np.ndarray:
 
     rows = nearest_indices(frames.shape[-3], height)
     return frames[..., rows, :, :][..., nearest_indices(frames.shape[-2], width), :]
+
+
+def h264_round_trip(image: np.ndarray, crf: int) -> np.ndarray:
+    """ltx-pipelines' ``preprocess``: the uint8 frame through one H.264 frame at ``crf``
+    (libx264 ``veryfast``, yuv420p; odd sizes cut to even) and back, so that the condition
+    looks like a video frame; ``crf`` 0: unchanged."""
+    if crf == 0:
+        return image
+    import io
+
+    import av
+
+    height, width = image.shape[0] // 2 * 2, image.shape[1] // 2 * 2
+    buffer = io.BytesIO()
+    with av.open(buffer, "w", format="mp4") as container:
+        stream = container.add_stream("libx264", rate=1,
+                                      options={"crf": str(crf), "preset": "veryfast"})
+        stream.height, stream.width = height, width
+        frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image[:height, :width]),
+                                           format="rgb24").reformat(format="yuv420p")
+        container.mux(stream.encode(frame))
+        container.mux(stream.encode())
+    buffer.seek(0)
+    with av.open(buffer) as container:
+        decoded = next(container.decode(video=0))
+        return decoded.to_ndarray(format="rgb24")

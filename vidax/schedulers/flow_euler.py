@@ -6,10 +6,14 @@ the same schedule as the authors' ``FlowMatchDiscreteScheduler`` with ``reverse=
 (``--flow-reverse``): sigmas shifted by ``s sigma / (1 + (s - 1) sigma)``, the model called at
 ``t = 1000 sigma``, then ``x <- x + (sigma_next - sigma) v`` (the model predicts the velocity
 ``noise - x0``).
+
+:func:`ltx2_sigmas` is LTX-2's schedule (ltx-core's ``LTX2Scheduler``), sampled with
+:meth:`FlowMatchEulerScheduler.from_sigmas`.
 """
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import jax
@@ -54,6 +58,19 @@ class FlowMatchEulerScheduler:
                                                           num_train_timesteps)
         self.num_inference_steps, self.shift = int(num_inference_steps), float(shift)
 
+    @classmethod
+    def from_sigmas(cls, sigmas, *, num_train_timesteps: int = 1000) -> FlowMatchEulerScheduler:
+        """Euler over a given sigma list ``[N + 1]`` ending at 0 (LTX-2's
+        ``EulerDiffusionStep`` over its fixed distilled lists or :func:`ltx2_sigmas`)."""
+        sigmas = np.asarray(sigmas, np.float32)
+        if sigmas.ndim != 1 or len(sigmas) < 2 or sigmas[-1] != 0:
+            raise ValueError(f"{_NAME}: sigmas must be a list of at least 2 ending at 0, got "
+                             f"{sigmas.tolist()}")
+        self = cls.__new__(cls)
+        self.sigmas, self.timesteps = sigmas, sigmas[:-1] * np.float32(num_train_timesteps)
+        self.num_inference_steps, self.shift = len(sigmas) - 1, 1.0
+        return self
+
     def init(self, shape=None, sharding=None) -> EulerState:
         del shape, sharding
         return EulerState(jnp.asarray(self.sigmas))
@@ -66,3 +83,24 @@ class FlowMatchEulerScheduler:
         dt = state.sigmas[step_index + 1] - state.sigmas[step_index]
         return (jnp.asarray(sample, jnp.float32)
                 + dt * jnp.asarray(model_output, jnp.float32)), state
+
+
+def ltx2_sigmas(steps: int, tokens: int = 4096, *, max_shift: float = 2.05,
+                base_shift: float = 0.95, terminal: float = 0.1) -> np.ndarray:
+    """ltx-core's ``LTX2Scheduler.execute(steps)`` (float32 ``[steps + 1]``): linspace(1, 0),
+    shifted by ``exp(s) / (exp(s) + 1 / sigma - 1)`` with ``s`` linear in the token count
+    (anchors 1024 -> 0.95, 4096 -> 2.05; the pipelines pass no latent: 4096), the nonzero
+    sigmas stretched so that the last is ``terminal``. Computed in float32 as torch does (its
+    vectorised linspace aside: up to 5e-7 apart, the terminal value exact)."""
+    sigmas = np.linspace(1.0, 0.0, steps + 1, dtype=np.float32)
+    mm = (max_shift - base_shift) / (4096 - 1024)
+    shift = tokens * mm + (base_shift - mm * 1024)
+    e = np.float32(math.exp(shift))
+    with np.errstate(divide="ignore"):   # torch's ``scalar / tensor`` is reciprocal, times
+        shifted = np.where(sigmas != 0, (np.float32(1) / (e + (np.float32(1) / sigmas - 1))) * e,
+                           0).astype(np.float32)
+    nonzero = shifted != 0
+    one_minus = np.float32(1) - shifted[nonzero]
+    scale = one_minus[-1] / np.float32(1.0 - terminal)
+    shifted[nonzero] = np.float32(1) - one_minus / scale
+    return shifted.astype(np.float32)

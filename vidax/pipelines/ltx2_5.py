@@ -1,0 +1,797 @@
+"""LTX-2.x (LTX-2 19B, LTX-2.3 22B, LTX-2.5 22B): text (and an image) -> video with its sound.
+
+What the authors' ``ltx-pipelines`` 1.0.0 does (``ti2vid_one_stage.py``, ``distilled.py``,
+``utils/helpers.py``, ``utils/samplers.py``, ``utils/constants.py``), on vidax's skeleton:
+
+* the prompt is stripped, tokenized by Gemma's tokenizer with left padding to 1024 tokens, run
+  through Gemma (every hidden state), the text embedding projection and the DiT's two
+  connectors -> a video and an audio context (``encode_prompts``);
+* the video latent grid ``[(F - 1) / 8 + 1, H / 32, W / 32, 128]`` and the audio latents
+  ``[round(25 F / fps), 8, 16]`` become one token sequence per stream; vidax samples both as one
+  array ``[1, Tv + Ta, 128]`` (video tokens first), which the step splits for the DiT;
+* an image (``image``, first frame) replaces the first latent frame's tokens, which then keep
+  ``denoise_mask = 1 - strength`` (``VideoConditionByLatentIndex``): their timestep is
+  ``mask * sigma`` and the step blends them back to the clean latent (``post_process_latent``);
+* Euler over sigmas (``EulerDiffusionStep``: the DiT's velocity turned into ``x0 = x - v t``,
+  guided in x0 space, then ``x + (sigma' - sigma) (x - x0) / sigma``);
+* **distilled** (``DistilledPipeline``): stage 1 at half the size with
+  ``DISTILLED_SIGMA_VALUES``, the latent spatial upsampler (un-normalised latents, x2), then
+  stage 2 at full size from the upsampled video and the stage-1 audio re-noised to
+  ``STAGE_2_DISTILLED_SIGMA_VALUES[0]`` (``noise_scale``), no guidance. Without an upsampler
+  file (or ``stages=1``) it runs stage 1 alone at the full size;
+* **dev** (``TI2VidOneStagePipeline``): ``LTX2Scheduler`` sigmas (token-count shift anchored at
+  4096 tokens, stretched to 0.1) and ``MultiModalGuider`` per stream: the conditioned pass,
+  the negative prompt (CFG), the self-attention of ``stg_blocks`` skipped (STG) and the
+  audio<->video attention skipped (modality guidance), combined as
+  ``c + (cfg - 1)(c - u) + stg (c - p) + (mod - 1)(c - m)`` then rescaled by
+  ``r std(c) / std(pred) + 1 - r``. The dev two-stage pipeline (``TI2VidTwoStagesPipeline``)
+  needs the distilled LoRA for its second stage: not available until LoRA loading lands;
+* decoding: the video VAE on the normalised latents (2.5: the diffusion decoder or the conv
+  one), the audio VAE to a stereo mel spectrogram, the vocoder to the waveform.
+
+The files: the 2.0 / 2.3 single file (DiT, video VAE, audio VAE, vocoder, text projection;
+every config in its ``__metadata__``) beside the Gemma 3 folder; 2.5's split files (the
+transformer, ``vae/`` video and audio files, ``text_encoders/`` Gemma 4 with the projection,
+tokenizer and config inside). The latent upsampler file is optional (distilled stage 2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from vidax import loading, registry
+from vidax.errors import VidaxError
+from vidax.models.ltx2_5.dit import Modality, Perturbations, audio_positions, video_positions
+from vidax.pipelines import base, memory
+from vidax.pipelines.base import PipelineBase, Run, open_folder
+from vidax.pipelines.image import h264_round_trip, resize_bilinear
+from vidax.pipelines.inputs import load_image, seed_key
+from vidax.schedulers.flow_euler import FlowMatchEulerScheduler, ltx2_sigmas
+from vidax.translator.io import open_checkpoint
+
+MODEL_TYPE = "ltx2_5"
+TASKS = ("t2av", "i2av")
+VERSIONS = ("2.0", "2.3", "2.5")
+VARIANTS = ("2.0-19b-dev", "2.0-19b-distilled", "2.3-22b-dev", "2.3-22b-distilled",
+            "2.5-22b-dev", "2.5-22b-distilled")
+TEXT_LEN = 1024                       # ltx-core's LTXVGemmaTokenizer(tokenizer_root, 1024)
+TEMPORAL, SPATIAL = 8, 32             # the video VAE's compression
+AUDIO_LATENTS_PER_SECOND = 16000 / 160 / 4   # AudioLatentShape.from_duration's defaults
+# ltx_pipelines/utils/constants.py (1.0.0); diffusers' pipelines/ltx2/utils.py holds the same.
+DISTILLED_SIGMAS = (1.0, 0.99375, 0.9875, 0.98125, 0.975, 0.909375, 0.725, 0.421875, 0.0)
+STAGE_2_SIGMAS = (0.909375, 0.725, 0.421875, 0.0)
+DEFAULT_NEGATIVE_PROMPT = (
+    "blurry, out of focus, overexposed, underexposed, low contrast, washed out colors, "
+    "excessive noise, grainy texture, poor lighting, flickering, motion blur, distorted "
+    "proportions, unnatural skin tones, deformed facial features, asymmetrical face, missing "
+    "facial features, extra limbs, disfigured hands, wrong hand count, artifacts around text, "
+    "inconsistent perspective, camera shake, incorrect depth of field, background too sharp, "
+    "background clutter, distracting reflections, harsh shadows, inconsistent lighting "
+    "direction, color banding, cartoonish rendering, 3D CGI look, unrealistic materials, "
+    "uncanny valley effect, incorrect ethnicity, wrong gender, exaggerated expressions, wrong "
+    "gaze direction, mismatched lip sync, silent or muted audio, distorted voice, robotic "
+    "voice, echo, background noise, off-sync audio, incorrect dialogue, added dialogue, "
+    "repetitive speech, jittery movement, awkward pauses, incorrect timing, unnatural "
+    "transitions, inconsistent framing, tilted camera, flat lighting, inconsistent tone, "
+    "cinematic oversaturation, stylized filters, or AI artifacts.")
+
+
+# ----------------------------------------------------------------------------- guidance
+@dataclass(frozen=True)
+class Guider:
+    """ltx-core's ``MultiModalGuiderParams`` for one stream (``skip_step`` 0 only)."""
+
+    cfg_scale: float
+    stg_scale: float
+    rescale_scale: float
+    modality_scale: float
+    stg_blocks: tuple[int, ...]
+
+    @property
+    def cfg(self) -> bool:
+        return not math.isclose(self.cfg_scale, 1.0)
+
+    @property
+    def stg(self) -> bool:
+        return not math.isclose(self.stg_scale, 0.0)
+
+    @property
+    def modality(self) -> bool:
+        return not math.isclose(self.modality_scale, 1.0)
+
+
+def default_guiders(version: str) -> tuple[Guider, Guider]:
+    """The authors' dev guidance (``LTX_2_PARAMS`` / ``LTX_2_3_PARAMS``): video, audio. 2.5
+    takes 2.3's (ltx-pipelines 1.0.0 predates it)."""
+    block = (29,) if version == "2.0" else (28,)
+    return (Guider(3.0, 1.0, 0.7, 3.0, block), Guider(7.0, 1.0, 0.7, 3.0, block))
+
+
+# ----------------------------------------------------------------------------- the release
+@dataclass(frozen=True, kw_only=True)
+class Defaults(base.Defaults):
+    """A release's defaults: one-stage 768x512 / two-stage 1536x1024, 121 frames at 24 fps
+    (``PipelineParams``), dev 40 steps (2.0) or 30 (2.3+), distilled the fixed lists."""
+
+    mode: str               # "dev" | "distilled"
+    version: str
+
+
+def defaults_for(variant: str, two_stage: bool = False) -> Defaults:
+    version = variant.split("-")[0] if variant.split("-")[0] in VERSIONS else "2.3"
+    mode = "distilled" if variant.endswith("distilled") else "dev"
+    steps = len(DISTILLED_SIGMAS) - 1 if mode == "distilled" else (40 if version == "2.0" else 30)
+    return Defaults(steps=steps, guidance_scale=3.0 if mode == "dev" else 1.0,
+                    size=(1536, 1024) if two_stage else (768, 512), frames=121, fps=24.0,
+                    negative_prompt=DEFAULT_NEGATIVE_PROMPT if mode == "dev" else "",
+                    mode=mode, version=version)
+
+
+@dataclass(frozen=True)
+class Release(base.Release):
+    """An LTX-2.x release (:class:`vidax.pipelines.base.Release`): ``version`` "2.0" / "2.3" /
+    "2.5", the DiT file's metadata (``gemma_source_checkpoint``, ...)."""
+
+    version: str = "2.3"
+    metadata: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def has_upsampler(self) -> bool:
+        return "upsampler" in self.specs
+
+
+def _one(folder: Path, patterns, what: str, *, required: bool = True) -> Path | None:
+    found = sorted({p for pattern in patterns for p in folder.glob(pattern) if p.is_file()})
+    if len(found) > 1:
+        raise VidaxError(f"{folder} holds {len(found)} {what} files "
+                         f"({', '.join(p.name for p in found)}); keep one per folder")
+    if not found and required:
+        return None
+    return found[0] if found else None
+
+
+def _version(config) -> str:
+    """2.0 (6-row AdaLN), 2.3 (9 rows, video FFN bias) or 2.5 (no video FFN bias)."""
+    if not config.cross_attention_adaln:
+        return "2.0"
+    return "2.3" if config.ff_bias else "2.5"
+
+
+def _gemma_folder(folder: Path) -> Path | None:
+    """The Gemma 3 folder of a 2.0 / 2.3 release: a subfolder with a ``gemma3`` config.json."""
+    import json
+
+    for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
+        cfg = sub / "config.json"
+        if cfg.is_file():
+            try:
+                model_type = json.loads(cfg.read_text()).get("model_type", "")
+            except (OSError, ValueError):
+                continue
+            if str(model_type).startswith("gemma3"):
+                return sub
+    return None
+
+
+def inspect_folder(folder, variant: str | None = None) -> Release:
+    """Every component of an LTX-2.x release folder, without reading a weight.
+
+    2.0 / 2.3: ``ltx-2-19b-{dev,distilled}.safetensors`` or ``ltx-2.3-22b-*.safetensors`` (the
+    single file) and the Gemma 3 folder (any subfolder whose ``config.json`` is ``gemma3``:
+    ``gemma-3-12b-it-qat-q4_0-unquantized/``). 2.5: ``ltx-2.5-22b-*-transformer*.safetensors``,
+    ``vae/ltx-2.5-video-vae-*.safetensors`` (the diffusion decoder's file and/or the conv
+    one), ``vae/ltx-2.5-audio-vae*.safetensors``, ``text_encoders/gemma4-12b-with-proj-ltx-2.5*``.
+    Optional everywhere: ``ltx-2*-spatial-upscaler-*.safetensors`` (distilled stage 2)."""
+    folder = open_folder(folder, "LTX-2", VARIANTS, variant,
+                         "ltx-2*.safetensors and the Gemma text encoder")
+    dit_spec = registry.get(MODEL_TYPE, "dit")
+    upsampler_spec = _maybe_spec("upsampler")
+    up_patterns = upsampler_spec.files if upsampler_spec else ("ltx-2*spatial-upscaler*",)
+    dit_files = [p for p in sorted({p for pat in dit_spec.files for p in folder.glob(pat)})
+                 if not any(p.match(u) for u in up_patterns)]
+    if len(dit_files) != 1:
+        raise VidaxError(
+            f"{folder} is not an LTX-2 release folder: " + (
+                f"it holds {len(dit_files)} DiT files ({', '.join(p.name for p in dit_files)}); "
+                "keep one per folder" if dit_files else
+                "missing the DiT file (ltx-2-19b-dev.safetensors, ltx-2.3-22b-*.safetensors "
+                "or ltx-2.5-22b-*-transformer*.safetensors). Nothing was loaded."))
+    dit_file = dit_files[0]
+    with open_checkpoint(dit_file) as ckpt:
+        metadata = dict(ckpt.metadata or {})
+    dit_config = loading.resolve_config(dit_spec, dit_file)
+    version = _version(dit_config)
+    files, specs, configs, missing = {}, {}, {}, []
+
+    def add(key, component, path, what, *, layout=None):
+        if path is None:
+            missing.append(what)
+            return
+        spec = registry.get(*component, layout=layout) if layout else registry.get(*component)
+        files[key], specs[key] = path, spec
+        configs[key] = loading.resolve_config(spec, path)
+
+    add("dit", (MODEL_TYPE, "dit"), dit_file, "the DiT")
+    if version in ("2.0", "2.3"):
+        for key in ("vae", "audio_vae", "vocoder", "text_projection"):
+            add(key, (MODEL_TYPE, key), dit_file, key)
+        gemma = _gemma_folder(folder)
+        add("text_encoder", ("gemma", "text_encoder"), gemma,
+            "the Gemma 3 folder (gemma-3-12b-it-qat-q4_0-unquantized/: config.json, weights, "
+            "tokenizer.json)", layout="transformers")
+        if gemma is not None:
+            files["tokenizer"] = gemma
+    else:
+        vae_dir, te_dir = folder / "vae", folder / "text_encoders"
+        diffusion = _one(vae_dir, registry.get(MODEL_TYPE, "video_vae").files, "video VAE")
+        conv = _one(vae_dir, registry.get(MODEL_TYPE, "video_vae_conv").files, "conv VAE")
+        if diffusion is not None:
+            add("vae", (MODEL_TYPE, "video_vae"), diffusion, "vae/ltx-2.5-video-vae-bf16")
+        if conv is not None:
+            add("vae_conv", (MODEL_TYPE, "video_vae_conv"), conv, "vae/ltx-2.5-video-vae-conv")
+        if diffusion is None and conv is None:
+            missing.append("vae/ltx-2.5-video-vae-bf16.safetensors (the video VAE; or its "
+                           "conv file)")
+        audio = _one(vae_dir, registry.get(MODEL_TYPE, "audio_vae").files[-1:], "audio VAE")
+        add("audio_vae", (MODEL_TYPE, "audio_vae"), audio,
+            "vae/ltx-2.5-audio-vae-bf16.safetensors (the audio VAE and vocoder)")
+        if audio is not None:
+            add("vocoder", (MODEL_TYPE, "vocoder"), audio, "the vocoder")
+        te = _one(te_dir, registry.get(MODEL_TYPE, "text_encoder").files, "text encoder")
+        add("text_encoder", (MODEL_TYPE, "text_encoder"), te,
+            "text_encoders/gemma4-12b-with-proj-ltx-2.5-bf16.safetensors (Gemma 4 with its "
+            "projection, tokenizer and config)")
+        if te is not None:
+            add("text_projection", (MODEL_TYPE, "text_projection"), te, "the projection")
+            files["tokenizer"] = te
+    if missing:
+        raise VidaxError(f"{folder} is not a complete LTX-{version} release folder: missing "
+                         + "; ".join(missing) + ". Nothing was loaded.")
+    configs["text_projection"] = _projection_config(configs, dit_file)
+    up = _one(folder, up_patterns, "spatial upsampler") if upsampler_spec else None
+    if up is not None:
+        add("upsampler", (MODEL_TYPE, "upsampler"), up, "upsampler")
+    name = dit_file.name
+    mode = "distilled" if "distilled" in name else "dev"
+    size = {"2.0": "19b", "2.3": "22b", "2.5": "22b"}[version]
+    variant = variant or f"{version}-{size}-{mode}"
+    _check_text_encoder(version, metadata, files, configs, dit_file)
+    return Release(folder, "t2av", variant, defaults_for(variant, up is not None), configs,
+                   files, specs, version=version, metadata=metadata)
+
+
+def _projection_config(configs, dit_file):
+    """The text projection's config: its version and output widths from the DiT's metadata
+    (ltx-core's ``_create_feature_extractor``; 2.5's text-encoder file carries no DiT config,
+    so the DiT file's), its input from the text encoder it reads: every hidden state of that
+    Gemma (ltx-core fixes 3840 x 49, Gemma 3 / 4 12B's)."""
+    spec = registry.get(MODEL_TYPE, "text_projection")
+    with open_checkpoint(dit_file) as ckpt:
+        base = spec.config_from_file_metadata(ckpt.metadata, str(dit_file))
+    text = configs["text_encoder"]
+    return dataclasses.replace(base, embedding_dim=text.hidden_size,
+                               num_layers=text.num_hidden_layers + 1)
+
+
+def _maybe_spec(component: str):
+    try:
+        return registry.get(MODEL_TYPE, component)
+    except VidaxError:
+        return None
+
+
+def _check_text_encoder(version, metadata, files, configs, dit_file) -> None:
+    """The DiT's ``gemma_source_checkpoint`` against the encoder (the authors' check)."""
+    if version != "2.5":
+        return
+    from vidax.models.gemma.config import check_gemma_source
+    from vidax.text import gemma_assets
+
+    encoder = files["text_encoder"]
+    check_gemma_source(metadata, gemma_assets(encoder).config, dit_file=dit_file,
+                       encoder_file=encoder)
+
+
+# ----------------------------------------------------------------------------- the request
+@dataclass(frozen=True, kw_only=True)
+class Request(base.Request):
+    """An LTX-2 generation: ``mode`` dev / distilled, ``stages`` 1 or 2, the two guiders (dev),
+    ``image_strength``, ``audio`` (False: video only, as ``denoise_video_only``... the audio
+    stream is still sampled, only not decoded), the 2.5 ``video_decoder``."""
+
+    mode: str = "distilled"
+    stages: int = 1
+    video_guider: Guider | None = None
+    audio_guider: Guider | None = None
+    image_strength: float = 1.0
+    image_crf: int = 33
+    audio: bool = True
+    video_decoder: str = "default"
+    draws: dict | None = None
+
+    @property
+    def latent_shape(self) -> tuple[int, int, int, int]:
+        width, height = self.size
+        return ((self.frames - 1) // TEMPORAL + 1, height // SPATIAL, width // SPATIAL,
+                self.latent_channels)
+
+    def latent_shape_at(self, size) -> tuple[int, int, int, int]:
+        return dataclasses.replace(self, size=tuple(size)).latent_shape
+
+    @property
+    def audio_frames(self) -> int:
+        """``AudioLatentShape.from_video_pixel_shape``: ``round(frames / fps * 25)``."""
+        return round(self.frames / self.fps * AUDIO_LATENTS_PER_SECOND)
+
+    def stage_sizes(self) -> list[tuple[int, int]]:
+        width, height = self.size
+        return [(width // 2, height // 2), (width, height)] if self.stages == 2 else [self.size]
+
+
+def make_request(task: str, variant: str, prompt: str, *, negative_prompt=None, image=None,
+                 frames=None, size=None, steps=None, guidance_scale=None, seed: int = 0,
+                 fps=None, noise=None, stages: int | None = None, audio: bool = True,
+                 video_guider: Guider | None = None, audio_guider: Guider | None = None,
+                 image_strength: float = 1.0, image_crf: int = 33,
+                 video_decoder: str = "default",
+                 release: Release | None = None, **refused) -> Request:
+    """Validate and resolve a generation's options (None: the release's default). ``stages``
+    (default: 2 for distilled when the release has the upsampler, else 1); ``guidance_scale``
+    replaces the video CFG scale of the dev guidance; ``video_guider`` / ``audio_guider`` the
+    whole guidance."""
+    from vidax.pipelines.inputs import refuse
+
+    refuse("LTX-2", **{k: (v, "it is not an LTX-2 option") for k, v in refused.items()})
+    if task not in ("t2av", *TASKS):
+        raise VidaxError(f"LTX-2 task must be one of {TASKS}, got {task!r}")
+    d = defaults_for(variant)
+    has_up = release is not None and release.has_upsampler
+    if stages is None:      # the authors' default: distilled runs two stages where it can
+        stages = 2 if d.mode == "distilled" and has_up else 1
+    if stages not in (1, 2):
+        raise VidaxError(f"stages must be 1 or 2, got {stages!r}")
+    if stages == 2 and d.mode == "dev":
+        raise VidaxError("the dev two-stage pipeline (TI2VidTwoStagesPipeline) refines with the "
+                         "distilled LoRA, which vidax does not load yet: use stages=1 (the "
+                         "authors' one-stage dev pipeline) or a distilled release")
+    if stages == 2 and release is not None and not has_up:
+        raise VidaxError(f"two stages need the spatial upsampler "
+                         f"(ltx-2*-spatial-upscaler-*.safetensors) in {release.folder}")
+    if d.mode == "distilled" and steps is not None:
+        raise VidaxError(f"the {variant} release samples fixed sigma lists (a distilled "
+                         "model); --steps does not apply")
+    d = defaults_for(variant, stages == 2)
+    v_guider, a_guider = default_guiders(d.version)
+    v_guider = video_guider or (v_guider if guidance_scale is None else dataclasses.replace(
+        v_guider, cfg_scale=float(guidance_scale)))
+    a_guider = audio_guider or a_guider
+    request = Request.resolve(
+        "i2av" if image is not None else "t2av", d, prompt, negative_prompt=negative_prompt,
+        frames=frames, size=size, steps=steps, guidance_scale=guidance_scale, seed=seed,
+        fps=fps, size_multiple=2 * SPATIAL if stages == 2 else SPATIAL,
+        size_why="the VAE's compression" + (" at half size (stage 1)" if stages == 2 else ""),
+        vae_stride=(TEMPORAL, SPATIAL, SPATIAL), latent_channels=128, mode=d.mode,
+        stages=stages, video_guider=v_guider if d.mode == "dev" else None,
+        audio_guider=a_guider if d.mode == "dev" else None,
+        image_strength=float(image_strength), image_crf=int(image_crf), audio=bool(audio),
+        video_decoder=video_decoder)
+    if video_decoder not in ("default", "diffusion", "conv"):
+        raise VidaxError(f"video_decoder must be 'default', 'diffusion' or 'conv', got "
+                         f"{video_decoder!r}")
+    neg = (d.negative_prompt if negative_prompt is None else negative_prompt) or ""
+    request = dataclasses.replace(
+        request, prompt=prompt.strip(), negative_prompt=neg.strip(),
+        image=None if image is None else load_image(image))
+    if noise is not None:
+        raise VidaxError("LTX-2 takes explicit draws (draws={'video': [...], 'audio': [...]}) "
+                         "from Python, not a --noise file")
+    return request
+
+
+# ----------------------------------------------------------------------------- the image
+def conditioning_frame(image: np.ndarray, size, crf: int) -> np.ndarray:
+    """``load_image_conditioning``: :func:`~vidax.pipelines.image.h264_round_trip`, a
+    bilinear resize that covers ``size`` (``ceil`` of the scaled sides) and a centre crop, then
+    ``x / 127.5 - 1``: float32 ``[height, width, 3]``."""
+    width, height = size
+    image = h264_round_trip(np.asarray(image, np.uint8), crf).astype(np.float32)
+    scale = max(height / image.shape[0], width / image.shape[1])
+    new_h, new_w = math.ceil(image.shape[0] * scale), math.ceil(image.shape[1] * scale)
+    image = resize_bilinear(image, new_h, new_w)
+    top, left = (new_h - height) // 2, (new_w - width) // 2
+    image = image[top:top + height, left:left + width]
+    return (image / np.float32(127.5) - np.float32(1.0)).astype(np.float32)
+
+
+# ----------------------------------------------------------------------------- tokens
+def video_tokens(latents: jax.Array) -> jax.Array:
+    """``[B, T, h, w, C]`` -> ``[B, T h w, C]`` in (f, h, w) order (``VideoLatentPatchifier``)."""
+    b, t, h, w, c = latents.shape
+    return latents.reshape(b, t * h * w, c)
+
+
+def audio_tokens(latents: jax.Array) -> jax.Array:
+    """``[B, C, T, M]`` (ltx-core's audio latent) -> ``[B, T, C M]`` (``AudioPatchifier``)."""
+    b, c, t, m = latents.shape
+    return jnp.transpose(latents, (0, 2, 1, 3)).reshape(b, t, c * m)
+
+
+def audio_latents(tokens: jax.Array, channels: int = 8) -> jax.Array:
+    b, t, cm = tokens.shape
+    return jnp.transpose(tokens.reshape(b, t, channels, cm // channels), (0, 2, 1, 3))
+
+
+@jax.tree_util.register_static
+@dataclass(frozen=True)
+class Kind:
+    """A step's static passes: which rows the DiT runs (cond, uncond, STG, modality), the
+    STG blocks, whether each stream rescales."""
+
+    rows: tuple[str, ...]
+    video: Guider | None
+    audio: Guider | None
+    split: int                 # the video token count (audio tokens follow)
+
+
+def _rows(video: Guider | None, audio: Guider | None) -> tuple[str, ...]:
+    if video is None:
+        return ("cond",)
+    rows = ["cond"]
+    if video.cfg or audio.cfg:
+        rows.append("uncond")
+    if video.stg or audio.stg:
+        rows.append("stg")
+    if video.modality or audio.modality:
+        rows.append("modality")
+    return tuple(rows)
+
+
+def _guide(out: dict, g: Guider) -> jax.Array:
+    """``MultiModalGuider.calculate`` on one stream's x0 predictions ``{row: [1, T, C]}``."""
+    cond = out["cond"]
+    pred = cond
+    if g.cfg:
+        pred = pred + (g.cfg_scale - 1) * (cond - out["uncond"])
+    if g.stg:
+        pred = pred + g.stg_scale * (cond - out["stg"])
+    if g.modality:
+        pred = pred + (g.modality_scale - 1) * (cond - out["modality"])
+    if g.rescale_scale != 0:
+        factor = jnp.std(cond, ddof=1) / jnp.std(pred, ddof=1)
+        pred = pred * (g.rescale_scale * factor + (1 - g.rescale_scale))
+    return pred
+
+
+# ----------------------------------------------------------------------------- the pipeline
+@nnx.jit
+def _encode_text(encoder, projection, dit, ids, mask):
+    """Gemma's hidden states -> the projection -> the connectors (one prompt)."""
+    v, a = projection(encoder(ids, mask), mask)
+    return dit.connect_text(v, a, mask)
+
+
+_decode_audio = nnx.jit(lambda vae, vocoder, latents: vocoder(vae.decode_normalized(latents)))
+_upsample = nnx.jit(lambda vae, up, video: vae.normalize(up(vae.denormalize(video))))
+
+
+class LTX2Pipeline(PipelineBase):
+    """A loaded LTX-2.x release; options are :func:`make_request`'s. ``pipe(prompt)`` returns
+    uint8 frames and keeps the waveform in :attr:`audio` (``[channels, samples]`` float32,
+    :attr:`sample_rate`), which :meth:`write` muxes as an AAC track."""
+
+    NAME = "LTX-2"
+    make_request = staticmethod(make_request)
+    upsampler = None
+    vae_conv = None
+    audio: np.ndarray | None = None
+    sample_rate: int | None = None
+    ROW_NAMES: ClassVar = ("cond", "uncond", "stg", "modality")
+
+    def describe(self) -> str:
+        return f"LTX-{self.release.version} {self.variant}"
+
+    def param_dtype(self, component: str):
+        if component in ("vocoder", "audio_vae", "upsampler", "video_vae", "video_vae_conv"):
+            return base.component_dtype(self.precision, "vae")
+        if component == "text_projection":
+            return base.component_dtype(self.precision, "text_encoder")
+        return super().param_dtype(component)
+
+    def setup(self) -> None:
+        """The Gemma tokenizer (a release without the text encoder samples from given
+        contexts only: :meth:`encode_text` then refuses)."""
+        self.tokenizer = _tokenizer(self.release) if "tokenizer" in self.release.files else None
+
+    def request(self, prompt: str, **options) -> Request:
+        return make_request(self.task, self.variant, prompt, release=self.release, **options)
+
+    def dit_geometry(self, request: Request) -> memory.DiTGeometry:
+        cfg = self.release.configs["dit"]
+        tokens = int(np.prod(request.latent_shape[:3]))
+        rows = len(_rows(request.video_guider, request.audio_guider))
+        return memory.DiTGeometry(rows, tokens, cfg.inner_dim, cfg.num_attention_heads,
+                                  4 * cfg.inner_dim, TEXT_LEN)
+
+    # ------------------------------------------------------------------------- text
+    def encode_text(self, prompt: str) -> tuple[jax.Array, jax.Array]:
+        """One prompt -> (video context ``[1, 1024, Dv]``, audio context ``[1, 1024, Da]``):
+        Gemma's hidden states, the projection, the connectors."""
+        if self.tokenizer is None:
+            raise VidaxError(f"{self.release.folder}: this pipeline was built without its text "
+                             "encoder")
+        ids, mask = self.tokenizer(prompt)
+        return _encode_text(self.text_encoder, self.text_projection, self.dit,
+                            self._place(ids), self._place(mask))
+
+    # ------------------------------------------------------------------------- sampling
+    def resolve(self, request: Request, draws=None) -> Request:
+        if draws is not None:
+            request = dataclasses.replace(request, draws=dict(draws))
+        request = dataclasses.replace(request,
+                                      latent_channels=self.release.configs["dit"].in_channels)
+        if request.stages == 2 and self.upsampler is None and not self.release.has_upsampler:
+            raise VidaxError(f"two stages need the spatial upsampler in {self.release.folder}")
+        return request
+
+    def _draw(self, request: Request, name: str, stage: int, shape) -> jax.Array:
+        given = (request.draws or {}).get(name)
+        if given is not None:
+            return self._place(np.asarray(given[stage], np.float32).reshape(shape))
+        key = jax.random.fold_in(seed_key(request.seed), 2 * stage + (name == "audio"))
+        return self._place(jax.random.normal(key, shape, jnp.float32))
+
+    def __call__(self, prompt: str | None = None, *, request: Request | None = None,
+                 draws=None, memory_check: bool = True, **options) -> np.ndarray:
+        """uint8 frames ``[F, H, W, 3]``; the waveform in :attr:`audio`."""
+        request = self.resolve(self._request(prompt, request, options), draws)
+        video, audio = self.sample(request=request, memory_check=memory_check)
+        frames = self.decode(video, request)
+        if request.audio:
+            self.audio, self.sample_rate = self.decode_audio(audio)
+        else:
+            self.audio, self.sample_rate = None, None
+        return frames
+
+    def sample(self, prompt: str | None = None, *, request: Request | None = None,
+               draws=None, memory_check: bool = True, **options):
+        """The final latents: video ``[T, h, w, C]`` (normalised) and audio ``[C, T, M]``."""
+        request = self.resolve(self._request(prompt, request, options), draws)
+        if memory_check:
+            self.memory_fits(request, weights=False)
+        with self._matmul_precision():
+            with self._progress.phase("encoding the prompt"):
+                contexts = [self.encode_text(request.prompt)]
+                if request.mode == "dev" and "uncond" in _rows(request.video_guider,
+                                                               request.audio_guider):
+                    contexts.append(self.encode_text(request.negative_prompt))
+            video, audio = None, None
+            for stage, size in enumerate(request.stage_sizes()):
+                if stage:
+                    with self._progress.phase("upsampling the latents"):
+                        video = self.upsample(video)
+                run = self.prepare_stage(request, stage, size, contexts, video, audio)
+                latents = self.denoise(dataclasses.replace(request, size=size), run)
+                video, audio = self._split(latents, run)
+        return np.asarray(video[0]), np.asarray(audio[0])
+
+    def _split(self, latents, run: Run):
+        tv = run.extra["video_tokens"]
+        t, h, w = run.extra["shape"][:3]
+        video = latents[:, :tv].reshape(1, t, h, w, -1)
+        return video, audio_latents(latents[:, tv:], run.extra["audio_channels"])
+
+    def encode_image(self, image: np.ndarray, size, crf: int) -> jax.Array:
+        """The normalised latent ``[1, 1, h, w, C]`` of the first frame at ``size``
+        (:func:`conditioning_frame`)."""
+        frame = conditioning_frame(image, size, crf)
+        vae = self._encoder_vae()
+        return vae.normalize(vae.encode(self._place(np.asarray(frame, np.float32)[None, None])))
+
+    def _encoder_vae(self):
+        return self.vae if hasattr(self.vae, "encode") else self.vae_conv
+
+    def prepare_stage(self, request: Request, stage: int, size, contexts, video, audio) -> Run:
+        """Stage ``stage``'s initial tokens (noised as ``GaussianNoiser`` with its
+        ``noise_scale``), conditioning mask and clean latents, and its sigmas."""
+        shape = request.latent_shape_at(size)
+        t, h, w, c = shape
+        ta, ca = request.audio_frames, self.release.configs["dit"].audio_in_channels
+        a_channels = self._audio_channels()
+        tv = t * h * w
+        if request.mode == "distilled":
+            sigmas = DISTILLED_SIGMAS if stage == 0 else STAGE_2_SIGMAS
+        else:
+            sigmas = ltx2_sigmas(request.steps)
+        scale = jnp.float32(1.0 if stage == 0 else sigmas[0])
+        v_init = (jnp.zeros((1, tv, c), jnp.float32) if video is None
+                  else video_tokens(video).astype(jnp.float32))
+        a_init = (jnp.zeros((1, ta, ca), jnp.float32) if audio is None
+                  else audio_tokens(audio).astype(jnp.float32))
+        v_mask = np.ones((1, tv, 1), np.float32)
+        if request.image is not None:
+            cond = video_tokens(self.encode_image(request.image, size, request.image_crf)
+                                ).astype(jnp.float32)
+            v_init = v_init.at[:, :h * w].set(cond[0])
+            v_mask[:, :h * w] = 1.0 - request.image_strength
+        clean = jnp.concatenate([v_init, a_init], axis=1)
+        mask = jnp.asarray(np.concatenate([v_mask, np.ones((1, ta, 1), np.float32)], axis=1))
+        noise = jnp.concatenate([self._draw(request, "video", stage, (1, tv, c)),
+                                 self._draw(request, "audio", stage, (1, ta, ca))], axis=1)
+        latents = noise * (mask * scale) + clean * (1 - mask * scale)
+        rows = _rows(request.video_guider, request.audio_guider)
+        keyframes = None
+        if self.release.version == "2.5":   # latent frame 0 holds one pixel frame
+            keyframes = jnp.asarray((np.arange(tv) < h * w).astype(np.float32)[None])
+        inputs = {
+            "contexts": (jnp.concatenate([x[0] for x in contexts]),
+                         jnp.concatenate([x[1] for x in contexts])),
+            "mask": mask, "clean": clean, "keyframes": keyframes,
+            "v_positions": video_positions(t, h, w, request.fps),
+            "a_positions": audio_positions(ta),
+            "perturb": self._perturbations(request, rows),
+        }
+        kind = Kind(rows, request.video_guider, request.audio_guider, tv)
+        return Run(latents, FlowMatchEulerScheduler.from_sigmas(sigmas), inputs,
+                   nnx.split(self.dit), f"stage {stage + 1}, {len(sigmas) - 1} steps",
+                   {"video_tokens": tv, "shape": shape, "audio_channels": a_channels,
+                    "kind": kind})
+
+    def _audio_channels(self) -> int:
+        """The audio latent's channels (the audio VAE's ``z_channels``; 8 in every release)."""
+        config = self.release.configs.get("audio_vae")
+        return int(getattr(config, "z_channels", 8))
+
+    def _perturbations(self, request: Request, rows) -> Perturbations | None:
+        if "stg" not in rows and "modality" not in rows:
+            return None
+        n, layers = len(rows), self.release.configs["dit"].num_layers
+        skip = {"video_self": [], "audio_self": [], "a2v": [], "v2a": []}
+        if "stg" in rows:
+            i = rows.index("stg")
+            if request.video_guider.stg:
+                skip["video_self"].append((i, request.video_guider.stg_blocks))
+            if request.audio_guider.stg:
+                skip["audio_self"].append((i, request.audio_guider.stg_blocks))
+        if "modality" in rows:
+            i = rows.index("modality")
+            skip["a2v"].append((i, None))
+            skip["v2a"].append((i, None))
+        p = Perturbations.make(layers, n, **{k: v for k, v in skip.items() if v})
+        return Perturbations(*(None if x is None else jnp.asarray(x) for x in p))
+
+    def step_inputs(self, request: Request, run: Run, index: int, t):
+        """The DiT runs at sigma (its AdaLN scales by 1000 itself)."""
+        return run.model, jnp.float32(run.scheduler.sigmas[index]), {"kind": run.extra["kind"]}
+
+    @classmethod
+    def velocity(cls, dit, latents, sigma, inputs, compute_dtype):
+        """The guided x0 of both streams (``multi_modal_guider_denoising_func``), blended with
+        the clean latents by the mask, as the Euler velocity ``(x - x0) / sigma``."""
+        kind = inputs["kind"]
+        tv = kind.split
+        n = len(kind.rows)
+        mask = inputs["mask"]
+        x = latents.astype(jnp.float32)
+        t = (mask[..., 0] * sigma)                                   # [1, T]
+        v_ctx, a_ctx = inputs["contexts"]
+        rows = [0 if r in ("cond", "stg", "modality") else 1 for r in kind.rows]
+        rows = jnp.asarray(rows)
+        def rep(a):
+            return jnp.concatenate([a] * n)
+        sig = jnp.full((n,), sigma, jnp.float32)
+        video = Modality(rep(x[:, :tv]).astype(compute_dtype), sig, rep(t[:, :tv]),
+                         inputs["v_positions"], v_ctx[rows].astype(compute_dtype), None,
+                         None if inputs["keyframes"] is None else rep(inputs["keyframes"]))
+        audio = Modality(rep(x[:, tv:]).astype(compute_dtype), sig, rep(t[:, tv:]),
+                         inputs["a_positions"], a_ctx[rows].astype(compute_dtype), None)
+        v_out, a_out = dit(video, audio, perturb=inputs["perturb"])
+        v0 = rep(x[:, :tv]) - v_out.astype(jnp.float32) * rep(t[:, :tv])[..., None]
+        a0 = rep(x[:, tv:]) - a_out.astype(jnp.float32) * rep(t[:, tv:])[..., None]
+        if kind.video is not None:
+            v0 = _guide({r: v0[i:i + 1] for i, r in enumerate(kind.rows)}, kind.video)
+            a0 = _guide({r: a0[i:i + 1] for i, r in enumerate(kind.rows)}, kind.audio)
+        x0 = jnp.concatenate([v0[:1], a0[:1]], axis=1)
+        x0 = x0 * mask + inputs["clean"] * (1 - mask)              # post_process_latent
+        return (x - x0) / sigma
+
+    # ------------------------------------------------------------------------- stages
+    def upsample(self, video: jax.Array) -> jax.Array:
+        """``upsample_video``: un-normalise, the upsampler, normalise."""
+        return _upsample(self._encoder_vae(), self.upsampler, video)
+
+    # ------------------------------------------------------------------------- decoding
+    def _decoder(self, request: Request):
+        if request.video_decoder == "conv":
+            if self.vae_conv is None and not hasattr(self.vae, "decoder_kind"):
+                return self.vae
+            return self.vae_conv or self.vae
+        return self.vae
+
+    def decode(self, latents, request: Request | None = None) -> np.ndarray:
+        """Normalised video latents ``[T, h, w, C]`` -> uint8 frames ``[F, H, W, 3]``."""
+        latents = self.check_finite(np.asarray(latents, np.float32), "the final video latents")
+        vae = self.vae if request is None else self._decoder(request)
+        with self._matmul_precision(), self._progress.phase(
+                f"decoding {latents.shape[0]} latent frames"):
+            kwargs = {}
+            if "key" in _parameters(vae.decode_normalized):
+                kwargs["key"] = seed_key(0 if request is None else request.seed)
+            video = vae.decode_normalized(self._place(latents[None]), **kwargs)
+        return self.to_uint8(self.check_finite(np.asarray(video[0]), "the decoded video"))
+
+    def decode_audio(self, latents) -> tuple[np.ndarray, int]:
+        """Audio latents ``[C, T, M]`` -> (waveform ``[channels, samples]`` float32, rate):
+        the audio VAE's mel spectrogram, then the vocoder (``decode_audio``)."""
+        latents = self.check_finite(np.asarray(latents, np.float32), "the final audio latents")
+        with self._matmul_precision(), self._progress.phase("decoding the audio"):
+            wave = _decode_audio(self.audio_vae, self.vocoder, self._place(latents[None]))
+        wave = self.check_finite(np.asarray(wave[0], np.float32), "the decoded audio")
+        return wave, int(self.vocoder.sample_rate)
+
+    def write(self, frames, path: str | os.PathLike, *, fps: float | None = None) -> Path:
+        """An mp4 with the video and, when the last call made one, its AAC audio track."""
+        from vidax.video import write_mp4
+
+        if self.audio is None:
+            return write_mp4(path, frames, fps=fps or self.defaults.fps)
+        return write_mp4(path, frames, fps=fps or self.defaults.fps, audio=self.audio,
+                         sample_rate=self.sample_rate)
+
+    def write_audio(self, path: str | os.PathLike) -> Path:
+        """The last call's waveform as a 16-bit WAV file."""
+        from vidax.video import write_wav
+
+        if self.audio is None:
+            raise VidaxError("no audio to write: the last generation ran video only")
+        return write_wav(path, self.audio, self.sample_rate)
+
+
+def _parameters(fn) -> set[str]:
+    import inspect
+
+    return set(inspect.signature(fn).parameters)
+
+
+class _LeftPadded:
+    """ltx-core 1.0.0's ``LTXVGemmaTokenizer`` over a Gemma 3 folder: the stripped prompt with
+    the tokenizer's own special tokens (Gemma 3's BOS), truncated and left-padded to 1024."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+
+    def __call__(self, prompt: str) -> tuple[np.ndarray, np.ndarray]:
+        tokens = self.tokenizer([prompt.strip()])
+        ids, mask = np.asarray(tokens.ids), np.asarray(tokens.mask)
+        n = int(mask[0].sum())
+        left_ids, left_mask = np.full_like(ids, self.tokenizer.pad_id), np.zeros_like(mask)
+        left_ids[0, ids.shape[1] - n:], left_mask[0, ids.shape[1] - n:] = ids[0, :n], 1
+        return left_ids, left_mask
+
+
+def _tokenizer(release: Release):
+    """Prompt -> (ids, mask) ``[1, 1024]``: the Gemma 3 folder's tokenizer (2.0 / 2.3) or the
+    one inside LTX-2.5's text-encoder file (:class:`vidax.text.GemmaTokenizer`)."""
+    from vidax.text import Tokenizer, gemma_tokenizer
+
+    source = release.files["tokenizer"]
+    if Path(source).is_dir():
+        return _LeftPadded(Tokenizer(source, seq_len=TEXT_LEN, clean=None, special="file"))
+    tokenizer = gemma_tokenizer(source, seq_len=TEXT_LEN)
+
+    def tokenize(prompt: str) -> tuple[np.ndarray, np.ndarray]:
+        tokens = tokenizer([prompt])
+        return np.asarray(tokens.ids), np.asarray(tokens.mask)
+    return tokenize
+
+
+Pipeline = LTX2Pipeline
