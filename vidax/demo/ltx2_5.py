@@ -30,6 +30,8 @@ WORDS = ("a an the red fox cat dog bird barks runs sings in on across snowy gree
 #: Gemma's special tokens in id order (<pad> 0, <eos> 1, <bos> 2, <unk> 3).
 SPECIALS = {"pad_token": "<pad>", "eos_token": "<eos>", "bos_token": "<bos>",
             "unk_token": "<unk>"}
+#: The distilled release samples the authors' fixed sigma lists: no ``--steps``.
+FIXED_SCHEDULE = True
 GENERATE = ("--prompt", PROMPT, "--frames", "9", "--size", "128x64", "--seed", str(SEED),
             "--fps", "24")
 SINGLE = "ltx-2.3-22b-distilled.safetensors"
@@ -47,7 +49,8 @@ def audio_buffers(tensors: dict, rng: np.random.Generator, bwe: dict) -> None:
     """The vocoder's stored buffers as a release holds them, not random: each anti-alias filter
     a normalised low-pass (a Kaiser-windowed sinc), the STFT bases a Hann-windowed DFT (real
     rows, then imaginary), the mel basis non-negative (random weights aside, a log of a
-    negative mel would be NaN)."""
+    negative mel would be NaN); the output convolutions scaled down, so that the random
+    waveform stays well inside [-1, 1]."""
     n_fft = bwe["n_fft"]
     for key, value in tensors.items():
         if key.endswith(".filter"):
@@ -65,6 +68,8 @@ def audio_buffers(tensors: dict, rng: np.random.Generator, bwe: dict) -> None:
             angle = 2 * np.pi * k * n / n_fft
             basis = np.concatenate([np.cos(angle), -np.sin(angle)]) * window
             tensors[key] = basis[:, None, :].astype(np.float32)
+        elif key.endswith("conv_post.weight"):    # quieter: random weights would clip at 1
+            tensors[key] = (0.1 * value).astype(np.float32)
 
 
 def _positive_statistics(tensors: dict, rng: np.random.Generator) -> None:

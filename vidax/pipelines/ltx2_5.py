@@ -498,7 +498,7 @@ class LTX2Pipeline(PipelineBase):
     ROW_NAMES: ClassVar = ("cond", "uncond", "stg", "modality")
 
     def describe(self) -> str:
-        return f"LTX-{self.release.version} {self.variant}"
+        return f"LTX-2 {self.variant}"
 
     def param_dtype(self, component: str):
         if component in ("vocoder", "audio_vae", "upsampler", "video_vae", "video_vae_conv"):

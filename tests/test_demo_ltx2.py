@@ -1,0 +1,143 @@
+"""``vidax demo ltx2_5``: a tiny LTX-2.3 distilled release in the authors' single-file layout
+(tests/test_demo.py covers what every demo shares), generated with sound.
+
+Fast: the folder's files, their dtypes and metadata sections, and each component of the single
+file verified 1:1 from the CLI under its own prefix. Slow: the demo run (two stages and the
+audio decode) writes an mp4 whose H.264 stream has the requested frames, size and rate and whose
+AAC stream is stereo at the vocoder's 48 kHz, as long as the vocoder's waveform (AAC's last
+frame padding aside); that waveform, made again in Python from the same release and seed, is
+what the file's audio decodes to within the codec's loss, and it is not silence; the printed
+command writes the same mp4 byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import safetensors  # noqa: E402
+
+from vidax import cli, demo  # noqa: E402
+from vidax.demo import ltx2_5 as module  # noqa: E402
+from vidax.video import read_audio, read_video  # noqa: E402
+
+PREFIXES = {"dit": "model.diffusion_model.", "vae": "vae.", "audio_vae": "audio_vae.",
+            "vocoder": "vocoder.", "text_projection": "text_embedding_projection."}
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("ltx2") / module.FOLDER
+    module.write(folder)
+    return folder
+
+
+def test_writes_the_authors_single_file(written):
+    with safetensors.safe_open(str(written / module.SINGLE), "np") as f:
+        keys, metadata = set(f.keys()), f.metadata()
+        dtypes = {f.get_slice(k).get_dtype() for k in keys}
+    assert dtypes == {"BF16"}
+    for component, prefix in PREFIXES.items():
+        assert any(k.startswith(prefix) for k in keys), component
+    assert all(k.startswith(tuple(PREFIXES.values())) for k in keys)
+    config = json.loads(metadata["config"])
+    assert set(config) == {"transformer", "vae", "audio_vae", "vocoder"}
+    assert metadata["model_version"].startswith("2.3")
+    gemma = written / "gemma-3-12b-it-qat-q4_0-unquantized"
+    assert json.loads((gemma / "config.json").read_text())["model_type"] == "gemma3"
+    assert (gemma / "tokenizer.json").is_file()
+
+
+def test_every_component_verifies_from_the_cli(written, capsys):
+    for component, file in module.COMPONENTS:
+        target = "gemma" if component == "text_encoder" else "ltx2_5"
+        path = written / file
+        # the projection's input width is its Gemma's: a file alone gives ltx-core's fixed
+        # Gemma 3 12B (3840 x 49), --variant tiny the demo's
+        tiny = ["--variant", "tiny"] if component == "text_projection" else []
+        rc = cli.main(["verify", target, "--component", component, *tiny, "--checkpoint",
+                       str(path.parent if component == "text_encoder" else path)])
+        out = " ".join(capsys.readouterr().out.split())
+        assert rc == 0, (component, out)
+        n, total = out.split("matched ")[1].split(" tensors")[0].split("/")
+        assert n == total, out
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory):
+    from io import StringIO
+
+    from rich.console import Console
+
+    root = tmp_path_factory.mktemp("ltx2_run")
+    buffer = StringIO()
+    video = demo.run("ltx2_5", out=str(root / "demo.mp4"), cache_dir=str(root / "cache"),
+                     console=Console(file=buffer, width=100, highlight=False))
+    return root / "cache" / module.FOLDER, video, video.read_bytes(), buffer.getvalue()
+
+
+def _option(name: str) -> str:
+    return module.GENERATE[module.GENERATE.index(name) + 1]
+
+
+@pytest.mark.slow
+def test_demo_writes_video_and_sound(ran, tmp_path):
+    import vidax
+
+    folder, video, _, printed = ran
+    frames, fps = read_video(video)
+    width, height = map(int, _option("--size").split("x"))
+    assert frames.shape == (int(_option("--frames")), height, width, 3)
+    assert fps == float(_option("--fps")) and frames.std() > 1
+    assert str(video) in printed
+    audio, rate = read_audio(video)
+    # the waveform the file was made from: the same release, request and seed, in Python
+    pipe = vidax.pipeline("ltx2_5", folder)
+    again = pipe(_option("--prompt"), frames=int(_option("--frames")), size=(width, height),
+                 fps=fps, seed=int(_option("--seed")))
+    assert again.shape == frames.shape        # (the file's frames went through H.264)
+    wave = pipe.audio
+    assert rate == pipe.sample_rate == 48000 and audio.shape[0] == wave.shape[0] == 2
+    # the decoder drops AAC's priming samples; its last frame's padding stays (< 1024)
+    assert wave.shape[1] <= audio.shape[1] < wave.shape[1] + 1024
+    decoded = audio[:, :wave.shape[1]]
+    assert np.abs(wave).max() > 1e-2                           # not silence
+    # AAC keeps a waveform where its psychoacoustic model spends bits; the random-weight
+    # vocoder makes broadband noise, so compare below 4 kHz (measured: 16.5 dB there, 5.5 dB
+    # over the whole band; sines keep 28 dB, tests/test_video_audio.py)
+    freqs = np.fft.rfftfreq(wave.shape[1], 1 / rate)
+
+    def low(x):
+        spectrum = np.fft.rfft(x)
+        spectrum[..., freqs >= 4000] = 0
+        return np.fft.irfft(spectrum, n=x.shape[-1])
+
+    def snr(x):
+        return -10 * np.log10(np.sum((low(x) - low(wave)) ** 2) / np.sum(low(wave) ** 2))
+
+    assert snr(decoded) > 10, f"AAC round trip SNR below 4 kHz {snr(decoded):.1f} dB"
+    assert snr(np.roll(wave, 4800, axis=1)) < 3                # negative control
+    # the WAV file: the waveform to 16 bits
+    wav, wav_rate = read_audio(pipe.write_audio(tmp_path / "demo.wav"))
+    assert wav_rate == rate and wav.shape == wave.shape
+    # int16 codes of x * 32767 (truncated, as ltx-pipelines), read back as code / 32768
+    np.testing.assert_allclose(wav, wave, rtol=0, atol=2 / 32767)
+
+
+@pytest.mark.slow
+def test_printed_command_reproduces_the_file(ran, capsys, tmp_path):
+    folder, video, first, printed = ran
+    line = next(ln for ln in printed.splitlines() if ln.startswith("running: "))
+    argv = shlex.split(line[len("running: "):])[1:]
+    out = tmp_path / "again.mp4"
+    argv[argv.index("--out") + 1] = str(out)
+    assert cli.main([*argv, "--audio-out", str(tmp_path / "again.wav")]) == 0
+    capsys.readouterr()
+    assert out.read_bytes() == first
+    wav, rate = read_audio(tmp_path / "again.wav")
+    assert rate == 48000 and wav.shape[0] == 2
