@@ -141,3 +141,45 @@ def test_printed_command_reproduces_the_file(ran, capsys, tmp_path):
     assert out.read_bytes() == first
     wav, rate = read_audio(tmp_path / "again.wav")
     assert rate == 48000 and wav.shape[0] == 2
+
+
+# ----------------------------------------------------------------------------- bad input
+def _copy(written, tmp_path):
+    import shutil
+
+    folder = tmp_path / "release"
+    shutil.copytree(written, folder)
+    return folder
+
+
+def test_single_file_missing_a_component_names_file_and_prefix(written, tmp_path):
+    """A single file without its ``vocoder.`` tensors is refused before anything loads."""
+    import safetensors.numpy
+
+    from vidax.errors import VidaxError
+    from vidax.pipelines import ltx2_5 as ltx2
+
+    folder = _copy(written, tmp_path)
+    path = folder / module.SINGLE
+    with safetensors.safe_open(str(path), "np") as f:
+        metadata = f.metadata()
+    tensors = {k: v for k, v in safetensors.numpy.load_file(str(path)).items()
+               if not k.startswith("vocoder.")}
+    safetensors.numpy.save_file(tensors, str(path), metadata=metadata)
+    with pytest.raises(VidaxError) as info:
+        ltx2.inspect_folder(folder)
+    message = str(info.value)
+    assert str(path) in message and "'vocoder.'" in message and "Nothing was loaded" in message
+    assert ltx2.inspect_folder(written).variant == "2.3-22b-distilled"   # the intact one
+
+
+def test_missing_text_encoder_is_named(written, tmp_path):
+    import shutil
+
+    from vidax.errors import VidaxError
+    from vidax.pipelines import ltx2_5 as ltx2
+
+    folder = _copy(written, tmp_path)
+    shutil.rmtree(folder / "gemma-3-12b-it-qat-q4_0-unquantized")
+    with pytest.raises(VidaxError, match="missing the Gemma 3 folder"):
+        ltx2.inspect_folder(folder)

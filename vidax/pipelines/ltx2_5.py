@@ -52,6 +52,8 @@ from flax import nnx
 from vidax import loading, registry
 from vidax.errors import VidaxError
 from vidax.models.ltx2_5.dit import Modality, Perturbations, audio_positions, video_positions
+from vidax.models.ltx2_audio.audio_vae import patchify as audio_patchify
+from vidax.models.ltx2_audio.audio_vae import unpatchify as audio_unpatchify
 from vidax.pipelines import base, memory
 from vidax.pipelines.base import PipelineBase, Run, open_folder
 from vidax.pipelines.image import h264_round_trip, resize_bilinear
@@ -150,13 +152,12 @@ class Release(base.Release):
         return "upsampler" in self.specs
 
 
-def _one(folder: Path, patterns, what: str, *, required: bool = True) -> Path | None:
+def _one(folder: Path, patterns, what: str) -> Path | None:
+    """The one file of ``folder`` matching ``patterns`` (None: none; two: an error)."""
     found = sorted({p for pattern in patterns for p in folder.glob(pattern) if p.is_file()})
     if len(found) > 1:
         raise VidaxError(f"{folder} holds {len(found)} {what} files "
                          f"({', '.join(p.name for p in found)}); keep one per folder")
-    if not found and required:
-        return None
     return found[0] if found else None
 
 
@@ -195,8 +196,7 @@ def inspect_folder(folder, variant: str | None = None) -> Release:
     folder = open_folder(folder, "LTX-2", VARIANTS, variant,
                          "ltx-2*.safetensors and the Gemma text encoder")
     dit_spec = registry.get(MODEL_TYPE, "dit")
-    upsampler_spec = _maybe_spec("upsampler")
-    up_patterns = upsampler_spec.files if upsampler_spec else ("ltx-2*spatial-upscaler*",)
+    up_patterns = registry.get(MODEL_TYPE, "upsampler").files
     dit_files = [p for p in sorted({p for pat in dit_spec.files for p in folder.glob(pat)})
                  if not any(p.match(u) for u in up_patterns)]
     if len(dit_files) != 1:
@@ -218,6 +218,8 @@ def inspect_folder(folder, variant: str | None = None) -> Release:
             missing.append(what)
             return
         spec = registry.get(*component, layout=layout) if layout else registry.get(*component)
+        if spec.prefix and Path(path).is_file():
+            _check_prefix(path, spec.prefix, what)
         files[key], specs[key] = path, spec
         configs[key] = loading.resolve_config(spec, path)
 
@@ -235,10 +237,11 @@ def inspect_folder(folder, variant: str | None = None) -> Release:
         vae_dir, te_dir = folder / "vae", folder / "text_encoders"
         diffusion = _one(vae_dir, registry.get(MODEL_TYPE, "video_vae").files, "video VAE")
         conv = _one(vae_dir, registry.get(MODEL_TYPE, "video_vae_conv").files, "conv VAE")
-        if diffusion is not None:
+        if diffusion is not None:      # the release's video VAE: the diffusion decoder
             add("vae", (MODEL_TYPE, "video_vae"), diffusion, "vae/ltx-2.5-video-vae-bf16")
         if conv is not None:
-            add("vae_conv", (MODEL_TYPE, "video_vae_conv"), conv, "vae/ltx-2.5-video-vae-conv")
+            add("vae" if diffusion is None else "vae_conv", (MODEL_TYPE, "video_vae_conv"),
+                conv, "vae/ltx-2.5-video-vae-conv")
         if diffusion is None and conv is None:
             missing.append("vae/ltx-2.5-video-vae-bf16.safetensors (the video VAE; or its "
                            "conv file)")
@@ -258,14 +261,20 @@ def inspect_folder(folder, variant: str | None = None) -> Release:
         raise VidaxError(f"{folder} is not a complete LTX-{version} release folder: missing "
                          + "; ".join(missing) + ". Nothing was loaded.")
     configs["text_projection"] = _projection_config(configs, dit_file)
-    up = _one(folder, up_patterns, "spatial upsampler") if upsampler_spec else None
+    up = _one(folder, [p for p in up_patterns if "spatial" in p], "spatial upsampler")
     if up is not None:
         add("upsampler", (MODEL_TYPE, "upsampler"), up, "upsampler")
+        cfg = configs["upsampler"]
+        if cfg.temporal_upsample or not cfg.spatial_upsample or cfg.spatial_scale != 2.0:
+            raise VidaxError(f"{up}: the two-stage pipeline upsamples x2 in space (the authors' "
+                             f"DistilledPipeline); this upsampler is x{cfg.spatial_scale:g}"
+                             f"{' in time' if cfg.temporal_upsample else ''}: keep the x2 file "
+                             "in the folder")
     name = dit_file.name
     mode = "distilled" if "distilled" in name else "dev"
     size = {"2.0": "19b", "2.3": "22b", "2.5": "22b"}[version]
     variant = variant or f"{version}-{size}-{mode}"
-    _check_text_encoder(version, metadata, files, configs, dit_file)
+    _check_text_encoder(version, metadata, files, dit_file)
     return Release(folder, "t2av", variant, defaults_for(variant, up is not None), configs,
                    files, specs, version=version, metadata=metadata)
 
@@ -283,14 +292,22 @@ def _projection_config(configs, dit_file):
                                num_layers=text.num_hidden_layers + 1)
 
 
-def _maybe_spec(component: str):
-    try:
-        return registry.get(MODEL_TYPE, component)
-    except VidaxError:
-        return None
+def _check_prefix(path: Path, prefix: str, what: str) -> None:
+    """A release file holds the component's tensors under ``prefix``, else one clear error
+    (before any config is read from it)."""
+    with open_checkpoint(path) as ckpt:
+        keys = list(ckpt)
+    if not any(k.startswith(prefix) for k in keys):
+        found = sorted({k.split(".")[0] + "." for k in keys})
+        raise VidaxError(
+            f"{path}: no tensor under {prefix!r} ({what}): the file holds {len(keys)} tensors "
+            f"under {', '.join(found[:6]) or 'nothing'}. An LTX-2 release file keeps each "
+            "component under its prefix (model.diffusion_model., vae., audio_vae., vocoder., "
+            "text_embedding_projection.); is this file complete, or another component's? "
+            "Nothing was loaded.")
 
 
-def _check_text_encoder(version, metadata, files, configs, dit_file) -> None:
+def _check_text_encoder(version, metadata, files, dit_file) -> None:
     """The DiT's ``gemma_source_checkpoint`` against the encoder (the authors' check)."""
     if version != "2.5":
         return
@@ -306,8 +323,8 @@ def _check_text_encoder(version, metadata, files, configs, dit_file) -> None:
 @dataclass(frozen=True, kw_only=True)
 class Request(base.Request):
     """An LTX-2 generation: ``mode`` dev / distilled, ``stages`` 1 or 2, the two guiders (dev),
-    ``image_strength``, ``audio`` (False: video only, as ``denoise_video_only``... the audio
-    stream is still sampled, only not decoded), the 2.5 ``video_decoder``."""
+    the image's ``strength`` and ``crf``, ``audio`` (False: the audio stream is sampled with
+    the video, as the model needs, but not decoded), the 2.5 ``video_decoder``."""
 
     mode: str = "distilled"
     stages: int = 1
@@ -420,17 +437,6 @@ def video_tokens(latents: jax.Array) -> jax.Array:
     return latents.reshape(b, t * h * w, c)
 
 
-def audio_tokens(latents: jax.Array) -> jax.Array:
-    """``[B, C, T, M]`` (ltx-core's audio latent) -> ``[B, T, C M]`` (``AudioPatchifier``)."""
-    b, c, t, m = latents.shape
-    return jnp.transpose(latents, (0, 2, 1, 3)).reshape(b, t, c * m)
-
-
-def audio_latents(tokens: jax.Array, channels: int = 8) -> jax.Array:
-    b, t, cm = tokens.shape
-    return jnp.transpose(tokens.reshape(b, t, channels, cm // channels), (0, 2, 1, 3))
-
-
 @jax.tree_util.register_static
 @dataclass(frozen=True)
 class Kind:
@@ -481,6 +487,9 @@ def _encode_text(encoder, projection, dit, ids, mask):
 
 
 _decode_audio = nnx.jit(lambda vae, vocoder, latents: vocoder(vae.decode_normalized(latents)))
+_decode_video = nnx.jit(lambda vae, latents: vae.decode_normalized(latents))
+_decode_diffusion = nnx.jit(lambda vae, latents, key: vae.decode_normalized(latents, key=key))
+_encode_image = nnx.jit(lambda vae, frame: vae.normalize(vae.encode(frame)))
 _upsample = nnx.jit(lambda vae, up, video: vae.normalize(up(vae.denormalize(video))))
 
 
@@ -541,6 +550,8 @@ class LTX2Pipeline(PipelineBase):
                                       latent_channels=self.release.configs["dit"].in_channels)
         if request.stages == 2 and self.upsampler is None and not self.release.has_upsampler:
             raise VidaxError(f"two stages need the spatial upsampler in {self.release.folder}")
+        if "vae" in self.release.specs:
+            self._decoder(request.video_decoder)     # the choice against the folder
         return request
 
     def _draw(self, request: Request, name: str, stage: int, shape) -> jax.Array:
@@ -556,10 +567,7 @@ class LTX2Pipeline(PipelineBase):
         request = self.resolve(self._request(prompt, request, options), draws)
         video, audio = self.sample(request=request, memory_check=memory_check)
         frames = self.decode(video, request)
-        if request.audio:
-            self.audio, self.sample_rate = self.decode_audio(audio)
-        else:
-            self.audio, self.sample_rate = None, None
+        self.audio, self.sample_rate = self.decode_audio(audio) if request.audio else (None, None)
         return frames
 
     def sample(self, prompt: str | None = None, *, request: Request | None = None,
@@ -588,17 +596,13 @@ class LTX2Pipeline(PipelineBase):
         tv = run.extra["video_tokens"]
         t, h, w = run.extra["shape"][:3]
         video = latents[:, :tv].reshape(1, t, h, w, -1)
-        return video, audio_latents(latents[:, tv:], run.extra["audio_channels"])
+        return video, audio_unpatchify(latents[:, tv:], run.extra["audio_channels"])
 
     def encode_image(self, image: np.ndarray, size, crf: int) -> jax.Array:
         """The normalised latent ``[1, 1, h, w, C]`` of the first frame at ``size``
         (:func:`conditioning_frame`)."""
         frame = conditioning_frame(image, size, crf)
-        vae = self._encoder_vae()
-        return vae.normalize(vae.encode(self._place(np.asarray(frame, np.float32)[None, None])))
-
-    def _encoder_vae(self):
-        return self.vae if hasattr(self.vae, "encode") else self.vae_conv
+        return _encode_image(self.vae, self._place(np.asarray(frame, np.float32)[None, None]))
 
     def prepare_stage(self, request: Request, stage: int, size, contexts, video, audio) -> Run:
         """Stage ``stage``'s initial tokens (noised as ``GaussianNoiser`` with its
@@ -606,17 +610,16 @@ class LTX2Pipeline(PipelineBase):
         shape = request.latent_shape_at(size)
         t, h, w, c = shape
         ta, ca = request.audio_frames, self.release.configs["dit"].audio_in_channels
-        a_channels = self._audio_channels()
+        # the audio latent's channels: the audio VAE's z_channels (8 in every release)
+        a_channels = int(getattr(self.release.configs.get("audio_vae"), "z_channels", 8))
         tv = t * h * w
-        if request.mode == "distilled":
-            sigmas = DISTILLED_SIGMAS if stage == 0 else STAGE_2_SIGMAS
-        else:
-            sigmas = ltx2_sigmas(request.steps)
+        sigmas = (ltx2_sigmas(request.steps) if request.mode == "dev" else
+                  DISTILLED_SIGMAS if stage == 0 else STAGE_2_SIGMAS)
         scale = jnp.float32(1.0 if stage == 0 else sigmas[0])
         v_init = (jnp.zeros((1, tv, c), jnp.float32) if video is None
                   else video_tokens(video).astype(jnp.float32))
         a_init = (jnp.zeros((1, ta, ca), jnp.float32) if audio is None
-                  else audio_tokens(audio).astype(jnp.float32))
+                  else audio_patchify(audio).astype(jnp.float32))
         v_mask = np.ones((1, tv, 1), np.float32)
         if request.image is not None:
             cond = video_tokens(self.encode_image(request.image, size, request.image_crf)
@@ -645,11 +648,6 @@ class LTX2Pipeline(PipelineBase):
                    nnx.split(self.dit), f"stage {stage + 1}, {len(sigmas) - 1} steps",
                    {"video_tokens": tv, "shape": shape, "audio_channels": a_channels,
                     "kind": kind})
-
-    def _audio_channels(self) -> int:
-        """The audio latent's channels (the audio VAE's ``z_channels``; 8 in every release)."""
-        config = self.release.configs.get("audio_vae")
-        return int(getattr(config, "z_channels", 8))
 
     def _perturbations(self, request: Request, rows) -> Perturbations | None:
         if "stg" not in rows and "modality" not in rows:
@@ -684,8 +682,7 @@ class LTX2Pipeline(PipelineBase):
         x = latents.astype(jnp.float32)
         t = (mask[..., 0] * sigma)                                   # [1, T]
         v_ctx, a_ctx = inputs["contexts"]
-        rows = [0 if r in ("cond", "stg", "modality") else 1 for r in kind.rows]
-        rows = jnp.asarray(rows)
+        rows = jnp.asarray([1 if r == "uncond" else 0 for r in kind.rows])  # the text batch
         def rep(a):
             return jnp.concatenate([a] * n)
         sig = jnp.full((n,), sigma, jnp.float32)
@@ -707,26 +704,36 @@ class LTX2Pipeline(PipelineBase):
     # ------------------------------------------------------------------------- stages
     def upsample(self, video: jax.Array) -> jax.Array:
         """``upsample_video``: un-normalise, the upsampler, normalise."""
-        return _upsample(self._encoder_vae(), self.upsampler, video)
+        return _upsample(self.vae, self.upsampler, video)
 
     # ------------------------------------------------------------------------- decoding
-    def _decoder(self, request: Request):
-        if request.video_decoder == "conv":
-            if self.vae_conv is None and not hasattr(self.vae, "decoder_kind"):
-                return self.vae
-            return self.vae_conv or self.vae
-        return self.vae
+    def _decoder(self, choice: str) -> str:
+        """The key of the video VAE that decodes: ``default`` the release's (2.5: the diffusion
+        decoder where the folder has it), ``diffusion`` / ``conv`` that one (refused when
+        the folder lacks it)."""
+        diffusion = self.release.specs["vae"].component == "video_vae"
+        if choice == "default" or choice == ("diffusion" if diffusion else "conv"):
+            return "vae"
+        if choice == "conv" and "vae_conv" in self.release.specs:
+            return "vae_conv"
+        raise VidaxError(f"video_decoder={choice!r}: {self.release.folder} has no "
+                         + ("vae/ltx-2.5-video-vae-conv*.safetensors" if choice == "conv" else
+                            "vae/ltx-2.5-video-vae-bf16.safetensors (LTX-2.5's diffusion "
+                            "decoder)"))
 
     def decode(self, latents, request: Request | None = None) -> np.ndarray:
-        """Normalised video latents ``[T, h, w, C]`` -> uint8 frames ``[F, H, W, 3]``."""
+        """Normalised video latents ``[T, h, w, C]`` -> uint8 frames ``[F, H, W, 3]``: the
+        conv decoder, or the 2.5 diffusion decoder from noise drawn from the seed."""
         latents = self.check_finite(np.asarray(latents, np.float32), "the final video latents")
-        vae = self.vae if request is None else self._decoder(request)
+        vae = getattr(self, self._decoder("default" if request is None
+                                          else request.video_decoder))
         with self._matmul_precision(), self._progress.phase(
                 f"decoding {latents.shape[0]} latent frames"):
-            kwargs = {}
-            if "key" in _parameters(vae.decode_normalized):
-                kwargs["key"] = seed_key(0 if request is None else request.seed)
-            video = vae.decode_normalized(self._place(latents[None]), **kwargs)
+            if hasattr(vae, "noise_shape"):      # the diffusion decoder samples
+                key = jax.random.fold_in(seed_key(0 if request is None else request.seed), 99)
+                video = _decode_diffusion(vae, self._place(latents[None]), key)
+            else:
+                video = _decode_video(vae, self._place(latents[None]))
         return self.to_uint8(self.check_finite(np.asarray(video[0]), "the decoded video"))
 
     def decode_audio(self, latents) -> tuple[np.ndarray, int]:
@@ -754,12 +761,6 @@ class LTX2Pipeline(PipelineBase):
         if self.audio is None:
             raise VidaxError("no audio to write: the last generation ran video only")
         return write_wav(path, self.audio, self.sample_rate)
-
-
-def _parameters(fn) -> set[str]:
-    import inspect
-
-    return set(inspect.signature(fn).parameters)
 
 
 class _LeftPadded:

@@ -77,6 +77,19 @@ def pixel_norm(x: jax.Array) -> jax.Array:
 
 
 # ---------------------------------------------------------------------------- layers
+def patchify(latents: jax.Array) -> jax.Array:
+    """``[B, C, T, F] -> [B, T, C * F]`` (ltx-core's ``AudioPatchifier``, patch size 1): the
+    audio stream's tokens."""
+    b, c, t, f = latents.shape
+    return jnp.transpose(latents, (0, 2, 1, 3)).reshape(b, t, c * f)
+
+
+def unpatchify(tokens: jax.Array, channels: int) -> jax.Array:
+    """``[B, T, channels * F] -> [B, channels, T, F]``, the inverse of :func:`patchify`."""
+    b, t, _ = tokens.shape
+    return jnp.transpose(tokens.reshape(b, t, channels, -1), (0, 2, 1, 3))
+
+
 class CausalConv2d(nnx.Module):
     """ltx-core's ``CausalConv2d`` (``causality_axis="height"``): a k x k conv (``conv``) over
     channels-last ``[B, T, F, C]``, zero-padded k-1 steps before in time and symmetrically in
@@ -278,14 +291,12 @@ class LTX2AudioVAE(nnx.Module):
     # ------------------------------------------------------------------ statistics
     @staticmethod
     def patchify(latents: jax.Array) -> jax.Array:
-        """``[B, C, T, F] -> [B, T, C * F]`` (ltx-core's ``AudioPatchifier``, patch size 1)."""
-        b, c, t, f = latents.shape
-        return jnp.transpose(latents, (0, 2, 1, 3)).reshape(b, t, c * f)
+        """:func:`patchify`."""
+        return patchify(latents)
 
     def unpatchify(self, tokens: jax.Array) -> jax.Array:
-        """``[B, T, z * F'] -> [B, z, T, F']``, the inverse of :meth:`patchify`."""
-        b, t, _ = tokens.shape
-        return jnp.transpose(tokens.reshape(b, t, self.config.z_channels, -1), (0, 2, 1, 3))
+        """:func:`unpatchify` at this VAE's ``z_channels``."""
+        return unpatchify(tokens, self.config.z_channels)
 
     def _tokenwise(self, latents: jax.Array, fn) -> jax.Array:
         latents = jnp.asarray(latents)
