@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -638,6 +639,88 @@ def ltx2_5() -> dict:
         "num_layers": LTX2_GEMMA_TEXT["num_hidden_layers"] + 1, "video_dim": inner,
         "audio_dim": audio_inner}
     return layout
+
+
+#: LTX-2.5's split release at the same widths: the transformer alone (2.3's tiny model with
+#: 2.5's differences, as between the released manifests: no video FFN biases, the keyframe
+#: embedding; its scale/shift tables float32), the conv video VAE file (bare keys), the audio
+#: file (audio VAE + vocoder, both prefixes), and the text-encoder file: a tiny Gemma 4
+#: (``Gemma4UnifiedForConditionalGeneration``, flattened to ComfyUI names as the authors'
+#: packer does) with the projection, the tokenizer and HF files as uint8 tensors.
+LTX2_5_DIT = {**LTX2_DIT, "ff_bias": False, "use_keyframes_abs_pos_embedding": True}
+LTX2_5_GEMMA = dict(vocab_size=256, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                    num_attention_heads=2, num_key_value_heads=1, head_dim=16,
+                    global_head_dim=32, num_global_key_value_heads=1, sliding_window=16,
+                    attention_k_eq_v=True, layer_types=["sliding_attention", "full_attention"],
+                    final_logit_softcapping=30.0)
+LTX2_5_GEMMA_TOP = dict(image_token_id=250, video_token_id=252, audio_token_id=251,
+                        boi_token_id=253, eoi_token_id=254, boa_token_id=255,
+                        eoa_token_index=249)
+
+
+def _comfy_gemma4(key: str) -> str:
+    """The authors' packer's renaming (Lightricks/LTX-2@400fd31
+    ltx_core/text_encoders/gemma/gemma_assets.py ``_flatten_gemma4_unified_keys_for_comfy``)."""
+    for hf, comfy in (("model.language_model.", "model."),
+                      ("model.vision_embedder.", "vision_model."),
+                      ("model.embed_vision.", "multi_modal_projector."),
+                      ("model.embed_audio.", "audio_projector.")):
+        if key.startswith(hf):
+            return comfy + key[len(hf):]
+    return key
+
+
+@layout("ltx2_5-2.5")
+def ltx2_5_split() -> dict:
+    """Lightricks/LTX-2.5's distilled release at tiny widths (see ``LTX2_5_DIT``)."""
+    import torch
+    from transformers import Gemma4UnifiedConfig, Gemma4UnifiedForConditionalGeneration
+
+    from ltx_core.text_encoders.gemma.feature_extractor import FeatureExtractorV2
+    from vidax.demo.ltx2_5_split import gemma4_assets
+
+    base = ltx2_5()
+    dit = {k: v for k, v in base["dit"]["tensors"].items()
+           if not re.search(r"transformer_blocks\.\d+\.ff\.net\.\d+\.(proj\.)?bias$", k)}
+    width = LTX2_DIT["num_attention_heads"] * LTX2_DIT["attention_head_dim"]
+    dit["model.diffusion_model.keyframes_abs_pos_embedding"] = [1, width]
+    hf = Gemma4UnifiedConfig(
+        text_config=LTX2_5_GEMMA, **LTX2_5_GEMMA_TOP,
+        vision_config=dict(patch_size=2, pooling_kernel_size=1, mm_embed_dim=32,
+                           mm_posemb_size=8, output_proj_dims=32),
+        audio_config=dict(audio_embed_dim=8))
+    gemma = _saved(Gemma4UnifiedForConditionalGeneration(hf), torch.bfloat16, "x",
+                   ["ltx2_5", "text_encoder", "transformers"])
+    flat = LTX2_5_GEMMA["hidden_size"] * (LTX2_5_GEMMA["num_hidden_layers"] + 1)
+    audio_inner = (LTX2_DIT["audio_num_attention_heads"]
+                   * LTX2_DIT["audio_attention_head_dim"])
+    with torch.device("meta"):
+        projection = FeatureExtractorV2(torch.nn.Linear(flat, width),
+                                        LTX2_5_GEMMA["hidden_size"],
+                                        torch.nn.Linear(flat, audio_inner))
+    te_file = "text_encoders/gemma4-12b-with-proj-ltx-2.5-bf16.safetensors"
+    config = dict(gemma["config"], gemma_version="gemma4-12b-ltx-v1")
+    te = {_comfy_gemma4(k): v for k, v in gemma["tensors"].items()}
+    te.update({name: [len(data)] for name, data in gemma4_assets().items()})
+    audio_file = "vae/ltx-2.5-audio-vae-bf16.safetensors"
+    vae = {k[len("vae."):]: v for k, v in base["vae"]["tensors"].items()}
+    return {
+        "dit": {**base["dit"], "file": "ltx-2.5-22b-distilled-transformer-bf16.safetensors",
+                "config": LTX2_5_DIT, "tensors": dit},
+        "video_vae_conv": {**base["vae"], "file": "vae/ltx-2.5-video-vae-conv-bf16.safetensors",
+                "spec": ["ltx2_5", "video_vae_conv", "original"], "prefix": None,
+                "tensors": vae},
+        "audio_vae": {**base["audio_vae"], "file": audio_file},
+        "vocoder": {**base["vocoder"], "file": audio_file},
+        "text_projection": {**base["text_projection"], "file": te_file,
+                            "config": dict(base["text_projection"]["config"],
+                                           embedding_dim=LTX2_5_GEMMA["hidden_size"],
+                                           num_layers=LTX2_5_GEMMA["num_hidden_layers"] + 1),
+                            "tensors": _prefixed("text_embedding_projection.", projection)},
+        "text_encoder": {**gemma, "file": te_file, "config": config, "tensors": te},
+        "upsampler": {**base["upsampler"],
+                      "file": "ltx-2.5-latent-spatial-upscaler-x2-bf16-1.0.safetensors"},
+    }
 
 
 if __name__ == "__main__":

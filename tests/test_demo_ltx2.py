@@ -183,3 +183,86 @@ def test_missing_text_encoder_is_named(written, tmp_path):
     shutil.rmtree(folder / "gemma-3-12b-it-qat-q4_0-unquantized")
     with pytest.raises(VidaxError, match="missing the Gemma 3 folder"):
         ltx2.inspect_folder(folder)
+
+
+# ----------------------------------------------------------------------------- LTX-2.5
+@pytest.fixture(scope="module")
+def split(tmp_path_factory):
+    from vidax.demo import ltx2_5_split
+
+    folder = tmp_path_factory.mktemp("ltx2_5") / ltx2_5_split.FOLDER
+    ltx2_5_split.write(folder)
+    return ltx2_5_split, folder
+
+
+def test_split_release_files_and_dtypes(split, capsys):
+    """The transformer keeps its scale/shift tables float32 beside bfloat16 (as released), the
+    text-encoder file carries the tokenizer and HF files as uint8 tensors and the stamped HF
+    config; every component verifies 1:1 from the CLI."""
+    mod, folder = split
+    with safetensors.safe_open(str(folder / mod.DIT), "np") as f:
+        dtypes = {k: f.get_slice(k).get_dtype() for k in f.keys()}  # noqa: SIM118
+        metadata = f.metadata()
+    assert {d for k, d in dtypes.items() if "scale_shift_table" in k} == {"F32"}
+    assert {d for k, d in dtypes.items() if "scale_shift_table" not in k} == {"BF16"}
+    assert json.loads(metadata["gemma_source_checkpoint"])["gemma_version"] == mod.GEMMA_VERSION
+    with safetensors.safe_open(str(folder / mod.TEXT), "np") as f:
+        assert f.get_slice("tokenizer_json").get_dtype() == "U8"
+        assert json.loads(f.metadata()["gemma_config"])["gemma_version"] == mod.GEMMA_VERSION
+    for component, file in mod.COMPONENTS:
+        tiny = ["--variant", "tiny"] if component == "text_projection" else []
+        rc = cli.main(["verify", "ltx2_5", "--component", component, *tiny, "--checkpoint",
+                       str(folder / file)])
+        out = " ".join(capsys.readouterr().out.split())
+        assert rc == 0, (component, out)
+
+
+def test_split_release_with_a_stock_gemma4_is_refused(split, tmp_path):
+    """LTX-2.5's DiT names the Gemma it was trained with; a text encoder without LTX's
+    ``gemma_version`` stamp (a stock Gemma 4) is refused naming both files."""
+    import safetensors.numpy
+
+    from vidax.errors import VidaxError
+    from vidax.pipelines import ltx2_5 as ltx2
+
+    mod, written = split
+    folder = _copy(written, tmp_path)
+    path = folder / mod.TEXT
+    with safetensors.safe_open(str(path), "np") as f:
+        metadata = f.metadata()
+    config = json.loads(metadata["gemma_config"])
+    del config["gemma_version"]
+    safetensors.numpy.save_file(safetensors.numpy.load_file(str(path)), str(path),
+                                metadata={**metadata, "gemma_config": json.dumps(config)})
+    with pytest.raises(VidaxError) as info:
+        ltx2.inspect_folder(folder)
+    message = str(info.value)
+    assert str(path) in message and mod.DIT in message and "stock Gemma" in message
+    assert ltx2.inspect_folder(written).version == "2.5"           # the stamped one
+
+
+def test_split_release_without_its_audio_file(split, tmp_path):
+    from vidax.errors import VidaxError
+    from vidax.pipelines import ltx2_5 as ltx2
+
+    mod, written = split
+    folder = _copy(written, tmp_path)
+    (folder / mod.AUDIO).unlink()
+    with pytest.raises(VidaxError, match=r"missing vae/ltx-2\.5-audio-vae-bf16\.safetensors"):
+        ltx2.inspect_folder(folder)
+
+
+@pytest.mark.slow
+def test_split_demo_writes_video_and_sound(tmp_path):
+    from io import StringIO
+
+    from rich.console import Console
+
+    video = demo.run("ltx2_5-2.5", out=str(tmp_path / "demo.mp4"),
+                     cache_dir=str(tmp_path / "cache"),
+                     console=Console(file=StringIO(), width=100, highlight=False))
+    frames, fps = read_video(video)
+    assert frames.shape == (9, 64, 128, 3) and fps == 24.0 and frames.std() > 1
+    audio, rate = read_audio(video)
+    assert rate == 48000 and audio.shape[0] == 2 and audio.shape[1] >= 9 / 24 * 48000 * 0.8
+    assert np.abs(audio).max() > 1e-2

@@ -506,9 +506,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = add("demo", help="tiny random-weight checkpoints in the authors' layout, loaded and run "
                          "through vidax")
+    from vidax.demo import DEMOS
+
     s.add_argument("model_type", metavar="MODEL_TYPE", nargs="?", default="wan2_1",
-                   type=_pipeline_type,
-                   help=f"the family (default wan2_1): one of {', '.join(PIPELINES)}")
+                   type=_demo_type,
+                   help=f"the family (default wan2_1): one of {', '.join(DEMOS)} "
+                        "(ltx2_5: LTX-2.3's single file; ltx2_5-2.5: LTX-2.5's split files)")
     s.add_argument("--out", default=None, help="the mp4 to write (default: in the cache folder)")
     s.add_argument("--cache-dir", default=None,
                    help="the parent folder of the tiny release (default: ~/.cache/vidax/demo; "
@@ -526,6 +529,19 @@ def _pipeline_type(value: str) -> str:
         raise argparse.ArgumentTypeError(
             f"{value!r} is not a model type with a pipeline{did_you_mean(value, PIPELINES)}; "
             f"the model types with one: {', '.join(PIPELINES)}")
+    return value
+
+
+def _demo_type(value: str) -> str:
+    """A demo (``vidax.demo.DEMOS``: the model types with a pipeline, and LTX-2.5's split
+    release ``ltx2_5-2.5``), or the closest ones."""
+    from vidax.demo import DEMOS
+    from vidax.registry import did_you_mean
+
+    if value not in DEMOS:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a demo{did_you_mean(value, DEMOS)}; the demos: "
+            f"{', '.join(DEMOS)}")
     return value
 
 

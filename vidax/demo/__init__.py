@@ -34,6 +34,7 @@ DEMOS: dict[str, str] = {
     "cosmos2_5": "vidax.demo.cosmos2_5",
     "hunyuan_video": "vidax.demo.hunyuan_video",
     "ltx2_5": "vidax.demo.ltx2_5",
+    "ltx2_5-2.5": "vidax.demo.ltx2_5_split",
 }
 
 

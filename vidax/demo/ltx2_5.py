@@ -72,7 +72,7 @@ def audio_buffers(tensors: dict, rng: np.random.Generator, bwe: dict) -> None:
             tensors[key] = (0.1 * value).astype(np.float32)
 
 
-def _positive_statistics(tensors: dict, rng: np.random.Generator) -> None:
+def positive_statistics(tensors: dict, rng: np.random.Generator) -> None:
     for key in tensors:
         if key.endswith("per_channel_statistics.std-of-means"):
             tensors[key] = (0.5 + rng.uniform(size=tensors[key].shape)).astype(np.float32)
@@ -85,7 +85,7 @@ def write(folder: Path) -> None:
     single = {}
     for component in ("dit", "vae", "audio_vae", "vocoder", "text_projection"):
         single.update(common.random_tensors(layout[component], rng, np.float32))
-    _positive_statistics(single, rng)
+    positive_statistics(single, rng)
     audio_buffers(single, rng, layout["vocoder"]["config"]["bwe"])
     bf16 = {k: v.astype(ml_dtypes.bfloat16) for k, v in single.items()}
     config = {"transformer": layout["dit"]["config"], "vae": layout["vae"]["config"],

@@ -250,10 +250,11 @@ def inspect_folder(folder, variant: str | None = None) -> Release:
             "vae/ltx-2.5-audio-vae-bf16.safetensors (the audio VAE and vocoder)")
         if audio is not None:
             add("vocoder", (MODEL_TYPE, "vocoder"), audio, "the vocoder")
-        te = _one(te_dir, registry.get(MODEL_TYPE, "text_encoder").files, "text encoder")
+        te_spec = registry.get(MODEL_TYPE, "text_encoder", layout="transformers")
+        te = _one(te_dir, te_spec.files, "text encoder")
         add("text_encoder", (MODEL_TYPE, "text_encoder"), te,
             "text_encoders/gemma4-12b-with-proj-ltx-2.5-bf16.safetensors (Gemma 4 with its "
-            "projection, tokenizer and config)")
+            "projection, tokenizer and config)", layout="transformers")
         if te is not None:
             add("text_projection", (MODEL_TYPE, "text_projection"), te, "the projection")
             files["tokenizer"] = te

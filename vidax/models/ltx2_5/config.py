@@ -340,11 +340,15 @@ class LTX2TextProjectionConfig:
     # ------------------------------------------------------------------ from_dict
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> LTX2TextProjectionConfig:
-        """From an LTX-2.x DiT config (the metadata's ``config["transformer"]``, or the
-        whole ``config``), as ltx-core's ``_create_feature_extractor``: none of the V2 keys
+        """This config's own fields (``version``, ``embedding_dim``, ``num_layers``, ...: a
+        pipeline's, which sizes the input by its Gemma), or an LTX-2.x DiT config (the metadata's
+        ``config["transformer"]``, or the whole ``config``), as ltx-core's
+        ``_create_feature_extractor``: none of the V2 keys
         -> V1; all four with their expected values -> V2 with the DiT's video and audio
         inner dims; anything else is an error. The Gemma side is Gemma 3 12B's (3840 x 49),
         as ltx-core fixes it."""
+        if {"version", "embedding_dim", "num_layers"} <= d.keys():   # this config's own fields
+            return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
         t = d.get("transformer", d)
         if not t.keys() & _V2_KEYS.keys():
             return cls.ltx2_19b()
@@ -362,10 +366,255 @@ class LTX2TextProjectionConfig:
                              "projection") from e
 
 
-# ------------------------------------------------------------------------- audio VAE
-
-
-# ------------------------------------------------------------------------- vocoders
-
-
 # ------------------------------------------------------------------------- 2.5 diffusion decoder
+# The authors' DiffusionVideoDecoder defaults (ltx-core @400fd31,
+# ltx_core/model/video_vae/diffusion_video_decoder.py), used where a config omits a key.
+_NA_STAGE_CHANNELS = (1024, 512, 256, 256, 128)
+_NA_STAGE_DEPTHS = (4, 6, 4, 2, 8)
+_NA_STAGE_KERNELS = ((3, 7, 7), (3, 7, 7), (3, 5, 5), (3, 5, 5), (3, 3, 3))
+_NA_UPSAMPLES = (((1, 2, 2), 2), ((2, 1, 1), 2), ((2, 2, 2), 1), ((2, 2, 2), 2))
+#: decoder keys ltx-core's ``_build_diffusion_video_decoder`` reads, and the ones a release
+#: config carries that no code reads (no convolution in the decoder; the upsample is the
+#: Linear + pixel shuffle every release uses).
+_NA_READ = {"in_channels", "out_channels", "patch_size", "head_dim", "na_head_dim",
+            "t_emb_dim", "default_num_inference_steps", "timestep_scale_multiplier",
+            "stage_channels", "stage_depths", "stage_kernels", "upsamples", "stage5_kernel",
+            "stage5_channels"}
+_NA_NO_EFFECT = {"_class_name", "spatial_padding_mode", "resampler_kind"}
+#: encoder keys ltx-core's ``_prepare_video_encoder_kwargs`` reads (nested layout), and two
+#: it does not (the encoder starts ``out_channels`` wide; ``constant`` fills its own value).
+_ENC_READ = {"dims", "in_channels", "out_channels", "blocks", "encoder_blocks", "patch_size",
+             "norm_layer", "latent_log_var", "spatial_padding_mode"}
+_ENC_NO_EFFECT = {"_class_name", "base_channels", "latent_log_var_value"}
+
+
+def _prod(values) -> int:
+    out = 1
+    for v in values:
+        out *= int(v)
+    return out
+
+
+def _triple(v, what: str) -> tuple[int, int, int]:
+    v = tuple(int(x) for x in v)
+    if len(v) != 3 or min(v) < 1:
+        raise VidaxError(f"LTX-2.5 diffusion decoder {what} {v}: three positive (T, H, W) sizes")
+    return v
+
+
+@dataclass(frozen=True)
+class LTX2DiffusionDecoderConfig:
+    """The authors' ``NADiffusionDecoder`` (ltx-core ``DiffusionVideoDecoder``) arguments:
+    a release file's ``config["vae"]["decoder"]`` plus the top-level ``model_output_type``.
+    Defaults: LTX-2.5's ``ltx-2.5-video-vae-bf16``.
+
+    ``stage_kernels`` has one entry per stage as the file stores it; the four deterministic
+    stages use the first four (the fifth is not read: stage 5 uses ``stage5_kernel``).
+    ``upsamples``: per deterministic stage ``((s_t, s_h, s_w), channel reduction)``.
+    ``t_emb_dim`` is not in the file (ltx-core's default, 384, which the stored
+    ``t_embedder`` shapes confirm)."""
+
+    in_channels: int = 128
+    out_channels: int = 3
+    patch_size: int = 4
+    head_dim: int = 64
+    stage_channels: tuple[int, ...] = (2048, 1024, 512, 512, 256)
+    stage_depths: tuple[int, ...] = (4, 6, 4, 2, 8)
+    stage_kernels: tuple[tuple[int, int, int], ...] = (
+        (3, 7, 7), (3, 7, 7), (3, 5, 5), (3, 5, 5), (11, 11, 11))
+    upsamples: tuple[tuple[tuple[int, int, int], int], ...] = _NA_UPSAMPLES
+    stage5_kernel: tuple[int, int, int] = (11, 11, 11)
+    stage5_channels: int | None = None
+    t_emb_dim: int = 384
+    timestep_scale_multiplier: float = 1000.0
+    default_num_inference_steps: int = 1
+    model_output_type: str = "x0"
+
+    def __post_init__(self):
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
+        set_("stage_channels", tuple(int(c) for c in self.stage_channels))
+        set_("stage_depths", tuple(int(d) for d in self.stage_depths))
+        set_("stage_kernels", tuple(_triple(k, "stage kernel") for k in self.stage_kernels))
+        set_("upsamples", tuple((_triple(s, "upsample stride"), int(r))
+                                for s, r in self.upsamples))
+        set_("stage5_kernel", _triple(self.stage5_kernel, "stage5_kernel"))
+        n = len(self.stage_channels)
+        if not (len(self.stage_depths) == len(self.stage_kernels) == n == len(self.upsamples) + 1):
+            raise VidaxError(
+                f"LTX-2.5 diffusion decoder: {n} stage_channels need as many stage_depths and "
+                f"stage_kernels and {n - 1} upsamples, got {len(self.stage_depths)}, "
+                f"{len(self.stage_kernels)}, {len(self.upsamples)}")
+        for i, ((stride, reduction), c) in enumerate(zip(self.upsamples, self.stage_channels)):
+            if stride[0] not in (1, 2):
+                raise VidaxError(f"LTX-2.5 diffusion decoder upsample {i}: temporal stride "
+                                 f"{stride[0]} (the causal frame mapping takes 1 or 2)")
+            if c * _prod(stride) % reduction or c // reduction != self.stage_channels[i + 1]:
+                raise VidaxError(
+                    f"LTX-2.5 diffusion decoder: upsample {i} reduces {c} channels by "
+                    f"{reduction}, but stage {i + 1} is {self.stage_channels[i + 1]} wide")
+        for c in (*self.stage_channels, self.stage5_width):
+            if c % self.head_dim:
+                raise VidaxError(f"LTX-2.5 diffusion decoder width {c} is not a multiple of "
+                                 f"head_dim {self.head_dim}")
+        if self.head_dim % 8:
+            raise VidaxError(f"LTX-2.5 diffusion decoder head_dim {self.head_dim}: the 3-axis "
+                             "RoPE split needs a multiple of 8")
+        if self.model_output_type not in ("x0", "v"):
+            raise VidaxError(f"LTX-2.5 diffusion decoder model_output_type "
+                             f"{self.model_output_type!r}: 'x0' or 'v'")
+        if self.default_num_inference_steps < 1:
+            raise VidaxError("LTX-2.5 diffusion decoder default_num_inference_steps must be >= 1")
+
+    @property
+    def stage5_width(self) -> int:
+        """Stage 5's width (``stage5_channels``, else the context width)."""
+        return self.stage5_channels or self.stage_channels[-1]
+
+    @property
+    def trailing_pad_latent_frames(self) -> int:
+        """Copies of the last latent frame run through stages 1-4 and cropped before stage 5
+        (the authors' NATTEN border workaround): ``(stage 1 K_t // 2) * 2``."""
+        return (self.stage_kernels[0][0] // 2) * 2
+
+    @property
+    def temporal_upscale(self) -> int:
+        return _prod(s[0] for s, _ in self.upsamples)
+
+    @property
+    def spatial_upscale(self) -> int:
+        """Pixels per latent along H and W (32 for LTX-2.5); W equals H in every release."""
+        return _prod(s[1] for s, _ in self.upsamples) * self.patch_size
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any],
+                  model_output_type: str = "v") -> LTX2DiffusionDecoderConfig:
+        """From ``config["vae"]["decoder"]`` with ltx-core's defaults for missing keys
+        (``model_output_type`` sits one level up in the file; ltx-core's default is 'v')."""
+        unknown = sorted(set(d) - _NA_READ - _NA_NO_EFFECT)
+        if unknown:
+            raise VidaxError(f"unknown LTX-2.5 diffusion decoder config keys {unknown}")
+        if d.get("_class_name", "NADiffusionDecoder") != "NADiffusionDecoder":
+            raise VidaxError(f"LTX-2.5 diffusion decoder _class_name {d['_class_name']!r}: "
+                             "vidax reads NADiffusionDecoder")
+        if d.get("resampler_kind", "linear") != "linear":
+            raise VidaxError(f"LTX-2.5 diffusion decoder resampler_kind "
+                             f"{d['resampler_kind']!r}: vidax implements 'linear'")
+        return cls(
+            in_channels=d.get("in_channels", 128), out_channels=d.get("out_channels", 3),
+            patch_size=d.get("patch_size", 4), head_dim=d.get("head_dim", d.get("na_head_dim", 64)),
+            stage_channels=d.get("stage_channels", _NA_STAGE_CHANNELS),
+            stage_depths=d.get("stage_depths", _NA_STAGE_DEPTHS),
+            stage_kernels=d.get("stage_kernels", _NA_STAGE_KERNELS),
+            upsamples=d.get("upsamples", _NA_UPSAMPLES),
+            stage5_kernel=d.get("stage5_kernel", (3, 7, 7)),
+            stage5_channels=d.get("stage5_channels"), t_emb_dim=d.get("t_emb_dim", 384),
+            timestep_scale_multiplier=float(d.get("timestep_scale_multiplier", 1.0)),
+            default_num_inference_steps=d.get("default_num_inference_steps", 2),
+            model_output_type=model_output_type)
+
+
+def _diffusion_vae_encoder(blocks, *, in_channels: int = 3, latent_channels: int = 128,
+                           patch_size: int = 4, padding: str = "zeros",
+                           log_var: str = "constant") -> LTX2VideoVAEConfig:
+    """The encoder half as the conv VAE's config (its decoder fields unused). ``constant``
+    builds like ``uniform`` (``conv_out`` latent + 1 wide, ltx-core's ``VideoEncoder``)."""
+    if log_var not in ("constant", "uniform", "per_channel"):
+        raise VidaxError(f"LTX-2.5 diffusion VAE encoder latent_log_var {log_var!r}: vidax "
+                         "implements 'constant', 'uniform' and 'per_channel'")
+    return LTX2VideoVAEConfig(
+        encoder_blocks=blocks, decoder_blocks=(), in_channels=in_channels,
+        latent_channels=latent_channels, patch_size=patch_size,
+        encoder_base_channels=latent_channels,
+        latent_log_var="per_channel" if log_var == "per_channel" else "uniform",
+        spatial_padding_mode=padding, decoder_spatial_padding_mode=padding)
+
+
+@dataclass(frozen=True)
+class LTX2DiffusionVAEConfig:
+    """LTX-2.5's ``CausalDiffusionVAE`` (``config["vae"]`` of ``ltx-2.5-video-vae-bf16``):
+    the conv VAE's encoder (``encoder``, an :class:`LTX2VideoVAEConfig` whose decoder
+    fields are unused) and the neighborhood-attention diffusion decoder (``decoder``).
+    ``latent_log_var`` is the encoder's own mode (``constant``: the stored log-variance
+    channel is dropped, ``latent_log_var_value`` is the fixed one)."""
+
+    encoder: LTX2VideoVAEConfig = dataclasses.field(default_factory=lambda: _diffusion_vae_encoder(
+        LTX2VideoVAEConfig.ltx2_3_22b().encoder_blocks))
+    decoder: LTX2DiffusionDecoderConfig = dataclasses.field(
+        default_factory=LTX2DiffusionDecoderConfig)
+    latent_log_var: str = "constant"
+    latent_log_var_value: float = -7.824046010856292
+
+    def __post_init__(self):
+        if self.decoder.in_channels != self.encoder.latent_channels:
+            raise VidaxError(f"LTX-2.5 diffusion VAE: the decoder reads "
+                             f"{self.decoder.in_channels} latent channels, the encoder writes "
+                             f"{self.encoder.latent_channels}")
+        if self.decoder.patch_size != self.encoder.patch_size:
+            raise VidaxError("LTX-2.5 diffusion VAE: encoder and decoder patch sizes differ")
+
+    @property
+    def latent_channels(self) -> int:
+        return self.encoder.latent_channels
+
+    # ------------------------------------------------------------------ presets
+    @classmethod
+    def ltx2_5(cls) -> LTX2DiffusionVAEConfig:
+        """``ltx-2.5-video-vae-bf16``: the 2.3 encoder, the 2048/1024/512/512/256 decoder
+        (depths 4/6/4/2/8), one x0 step."""
+        return cls()
+
+    @classmethod
+    def tiny(cls) -> LTX2DiffusionVAEConfig:
+        """For tests: the 2.3 encoder stack one layer deep without its space-only stage, at
+        8 latent channels (8 -> 32 wide), and a decoder 64 -> 32 wide (head_dim 16) with
+        every kind of upsample stride: 16x spatial and 8x temporal compression."""
+        return cls(
+            encoder=_diffusion_vae_encoder(
+                (Block("res_x", 1), Block("compress_time_res", multiplier=2),
+                 Block("res_x", 1), Block("compress_all_res", multiplier=2),
+                 Block("res_x", 1), Block("compress_all_res", multiplier=1),
+                 Block("res_x", 1)), latent_channels=8),
+            decoder=LTX2DiffusionDecoderConfig(
+                in_channels=8, head_dim=16, stage_channels=(64, 32, 32, 32, 32),
+                stage_depths=(1, 1, 1, 1, 2),
+                stage_kernels=((3, 3, 3), (3, 3, 3), (3, 3, 3), (3, 5, 5), (5, 7, 7)),
+                upsamples=(((1, 2, 2), 2), ((2, 1, 1), 1), ((2, 2, 2), 1), ((2, 1, 1), 1)),
+                stage5_kernel=(5, 7, 7), t_emb_dim=48))
+
+    # ------------------------------------------------------------------ from_dict
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LTX2DiffusionVAEConfig:
+        """From a release file's ``config["vae"]`` (the nested ``CausalDiffusionVAE``
+        layout), as ltx-core @400fd31 reads it (``_prepare_video_encoder_kwargs``,
+        ``_build_diffusion_video_decoder``), its defaults for missing keys."""
+        if d.get("_class_name") != "CausalDiffusionVAE":
+            raise VidaxError(f"LTX-2.5 diffusion VAE config _class_name "
+                             f"{d.get('_class_name')!r}: expected 'CausalDiffusionVAE' (the "
+                             "conv VAE is component video_vae_conv)")
+        unknown = sorted(set(d) - {"_class_name", "dims", "model_output_type",
+                                   "spatial_padding_mode", "encoder", "decoder",
+                                   "latent_channels"})
+        if unknown:
+            raise VidaxError(f"unknown LTX-2.5 diffusion VAE config keys {unknown}")
+        enc, dec = d.get("encoder", {}), d.get("decoder", {})
+        unknown = sorted(set(enc) - _ENC_READ - _ENC_NO_EFFECT)
+        if unknown:
+            raise VidaxError(f"unknown LTX-2.5 diffusion VAE encoder config keys {unknown}")
+        for key, default, supported in (("dims", 3, 3), ("norm_layer", "pixel_norm",
+                                                         "pixel_norm")):
+            value = enc.get(key, d.get(key, default))
+            if value != supported:
+                raise VidaxError(f"LTX-2.5 diffusion VAE encoder {key}={value!r}: vidax "
+                                 f"implements {key}={supported!r}")
+        latent = enc.get("out_channels", d.get("latent_channels", 128))
+        log_var = enc.get("latent_log_var", "uniform")
+        encoder = _diffusion_vae_encoder(
+            tuple(Block.parse(b, "encoder") if not isinstance(b, Block) else b
+                  for b in enc.get("blocks", enc.get("encoder_blocks", ()))),
+            in_channels=enc.get("in_channels", 3), latent_channels=latent,
+            patch_size=enc.get("patch_size", 4),
+            padding=enc.get("spatial_padding_mode", "zeros"), log_var=log_var)
+        decoder = LTX2DiffusionDecoderConfig.from_dict(
+            {"in_channels": latent, **dec}, d.get("model_output_type", "v"))
+        return cls(encoder=encoder, decoder=decoder, latent_log_var=log_var,
+                   latent_log_var_value=float(enc.get("latent_log_var_value", -30.0)))

@@ -159,10 +159,55 @@ register(ComponentSpec(
 ))
 
 
-# ----------------------------------------------------------------------------- audio VAE
-
-
-# ----------------------------------------------------------------------------- vocoders
-
-
 # ------------------------------------------------------------ 2.5 diffusion decoder
+# ``ltx-2.5-video-vae-bf16`` (``CausalDiffusionVAE``, bare keys): the conv VAE's encoder and
+# statistics (LTX-Video's VAE rules) and the NA diffusion decoder, renamed as the authors'
+# loader does (ltx-core @400fd31 model_configurator.py ``_build_diffusion_vae_decoder_sd_ops``):
+# the fused ``attn.qkv`` [3C, C] split q | k | v into ``attn.qkv.to_{q,k,v}``,
+# ``t_embedder.mlp.0 / .2`` -> ``t_embedder.timestep_embedder.linear_1 / linear_2``. The
+# ChannelLinears (conv_in, conv_in_x_t, conv_out) and upsample projections are Linear weights.
+from vidax.models.ltx2_5.config import LTX2DiffusionVAEConfig  # noqa: E402
+from vidax.translator.mapping import Ignore, Split  # noqa: E402
+from vidax.translator.mappings.ltx_video import VAE as _LTX_VIDEO_VAE  # noqa: E402
+
+DIFFUSION_VAE = Mapper(
+    name="ltx2_5.video_vae",
+    description="LTX-2.5 diffusion video VAE, authors' layout (ltx-core VideoEncoder + "
+                "DiffusionVideoDecoder state dicts, fused qkv, per_channel_statistics)",
+    rules=(
+        *_LTX_VIDEO_VAE.rules,
+        Ignore(r"decoder\.type_emb",
+               "not a parameter of the authors' DiffusionVideoDecoder (ltx-core @400fd31), "
+               "whose non-strict loader drops it; diffusers' converter has no slot for it"),
+        Ignore(r"decoder\.coarse_.*",
+               "preview/coarse heads the authors' loader drops (_drop_coarse_param)"),
+        Split(r"(decoder\.(?:det_stages\.\d+\.\d+|diff_blocks\.\d+)\.attn)\.qkv\.(weight|bias)",
+              (r"\1.qkv.to_q.\2", r"\1.qkv.to_k.\2", r"\1.qkv.to_v.\2")),
+        Rename(r"^decoder\.t_embedder\.mlp\.0\.", "decoder.t_embedder.timestep_embedder.linear_1."),
+        Rename(r"^decoder\.t_embedder\.mlp\.2\.", "decoder.t_embedder.timestep_embedder.linear_2."),
+    ),
+)
+
+
+def diffusion_vae_config(metadata: dict[str, str], source: str):
+    """The diffusion VAE config of ``ltx-2.5-video-vae-bf16`` (``config["vae"]``), or None."""
+    config = metadata_config(metadata, source)
+    if config is None:
+        return None
+    if not isinstance(config.get("vae"), dict):
+        raise VidaxError(f"{source}: the metadata config has no 'vae' section (it has "
+                         f"{sorted(config)}); is this LTX-2.5's diffusion video VAE file?")
+    return LTX2DiffusionVAEConfig.from_dict(config["vae"])
+
+
+register(ComponentSpec(
+    model_type="ltx2_5", component="video_vae", layout="original",
+    model="vidax.models.ltx2_5.diffusion_decoder:LTX2DiffusionVAE",
+    config="vidax.models.ltx2_5.config:LTX2DiffusionVAEConfig",
+    mapper="vidax.translator.mappings.ltx2_5:DIFFUSION_VAE",
+    variants={"2.5": "ltx2_5"},
+    files=("ltx-2.5-video-vae-bf16*.safetensors",),
+    config_from_metadata="vidax.translator.mappings.ltx2_5:diffusion_vae_config",
+    description="LTX-2.5 video VAE with the neighborhood-attention diffusion decoder "
+                "(CausalDiffusionVAE; the conv VAE's encoder), its own file with bare keys",
+))
