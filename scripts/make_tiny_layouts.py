@@ -670,6 +670,42 @@ def _comfy_gemma4(key: str) -> str:
     return key
 
 
+#: The 2.5 diffusion VAE at the demo's widths: the conv file's encoder (128 latent channels),
+#: the released decoder's strides (32 x 32 spatial, 8 temporal) at tiny stage widths.
+LTX2_5_DIFFUSION_DECODER = {
+    "_class_name": "NADiffusionDecoder", "in_channels": 128, "out_channels": 3,
+    "patch_size": 4, "head_dim": 8, "stage_channels": [64, 32, 16, 16, 8],
+    "stage_depths": [1, 1, 1, 1, 1],
+    "stage_kernels": [[3, 3, 3], [3, 3, 3], [3, 3, 3], [3, 3, 3], [3, 5, 5]],
+    "upsamples": [[[1, 2, 2], 2], [[2, 1, 1], 2], [[2, 2, 2], 1], [[2, 2, 2], 2]],
+    "spatial_padding_mode": "zeros", "resampler_kind": "linear", "stage5_kernel": [3, 5, 5],
+    "t_emb_dim": 48, "timestep_scale_multiplier": 1000.0, "default_num_inference_steps": 1}
+
+
+def _ltx2_5_diffusion_vae() -> dict:
+    """``vae/ltx-2.5-video-vae-bf16``: diffusers' ``LTX2VideoDiffusionDecoderModel`` at
+    ``LTX2_5_DIFFUSION_DECODER`` renamed to the authors' keys (tests/models/ltx2_5/
+    test_ltx2_diffusion_decoder.py: fused ``qkv``, ``attn.proj``, ``t_embedder.mlp``) beside
+    the conv encoder."""
+    from diffusers.models.autoencoders.ltx2_diffusion_decoder import (
+        LTX2VideoDiffusionDecoderModel)
+
+    from tests.models.ltx2_5.test_ltx2_diffusion_decoder import authors_decoder_state
+
+    d = LTX2_5_DIFFUSION_DECODER
+    decoder = LTX2VideoDiffusionDecoderModel(
+        out_channels=3, latent_channels=128, patch_size=4, decoder_head_dim=d["head_dim"],
+        decoder_stage_channels=tuple(d["stage_channels"]),
+        decoder_stage_depths=tuple(d["stage_depths"]),
+        decoder_stage_kernels=tuple(tuple(k) for k in d["stage_kernels"][:4]),
+        decoder_upsample_strides=tuple(tuple(st) for st, _ in d["upsamples"]),
+        decoder_upsample_channel_reductions=tuple(r for _, r in d["upsamples"]),
+        decoder_stage5_kernel=tuple(d["stage5_kernel"]), decoder_t_emb_dim=d["t_emb_dim"],
+        decoder_timestep_scale_multiplier=1000.0, decoder_model_output_type="x0",
+        decoder_num_inference_steps=1, temporal_compression_ratio=8)
+    return {k: list(v.shape) for k, v in authors_decoder_state(decoder.state_dict()).items()}
+
+
 @layout("ltx2_5-2.5")
 def ltx2_5_split() -> dict:
     """Lightricks/LTX-2.5's distilled release at tiny widths (see ``LTX2_5_DIT``)."""
@@ -710,6 +746,19 @@ def ltx2_5_split() -> dict:
         "video_vae_conv": {**base["vae"], "file": "vae/ltx-2.5-video-vae-conv-bf16.safetensors",
                 "spec": ["ltx2_5", "video_vae_conv", "original"], "prefix": None,
                 "tensors": vae},
+        "video_vae": {"file": "vae/ltx-2.5-video-vae-bf16.safetensors",
+                      "spec": ["ltx2_5", "video_vae", "original"], "prefix": None,
+                      "config": {"_class_name": "CausalDiffusionVAE", "dims": 3,
+                                 "model_output_type": "x0", "spatial_padding_mode": "zeros",
+                                 "encoder": {"_class_name": "Encoder", "dims": 3,
+                                             "in_channels": 3, "out_channels": 128,
+                                             "blocks": LTX2_VAE["encoder_blocks"],
+                                             "patch_size": 4, "latent_log_var": "uniform",
+                                             "norm_layer": "pixel_norm",
+                                             "spatial_padding_mode": "zeros"},
+                                 "decoder": LTX2_5_DIFFUSION_DECODER},
+                      "tensors": {**{k: v for k, v in vae.items() if k.startswith("encoder.")},
+                                  **_ltx2_5_diffusion_vae()}},
         "audio_vae": {**base["audio_vae"], "file": audio_file},
         "vocoder": {**base["vocoder"], "file": audio_file},
         "text_projection": {**base["text_projection"], "file": te_file,

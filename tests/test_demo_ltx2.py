@@ -12,6 +12,7 @@ command writes the same mp4 byte for byte.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shlex
@@ -266,3 +267,17 @@ def test_split_demo_writes_video_and_sound(tmp_path):
     audio, rate = read_audio(video)
     assert rate == 48000 and audio.shape[0] == 2 and audio.shape[1] >= 9 / 24 * 48000 * 0.8
     assert np.abs(audio).max() > 1e-2
+    # the release's video VAE is the diffusion decoder; the conv file decodes on request
+    import vidax
+    from vidax.errors import VidaxError
+
+    pipe = vidax.pipeline("ltx2_5", tmp_path / "cache" / "LTX-2.5-tiny")
+    assert pipe.release.specs["vae"].component == "video_vae"
+    request = pipe.request("a fox", frames=9, size=(128, 64), fps=24.0)
+    latents, _ = pipe.sample(request=request)
+    diffusion = pipe.decode(latents, request)
+    conv = pipe.decode(latents, dataclasses.replace(request, video_decoder="conv"))
+    assert diffusion.shape == conv.shape == (9, 64, 128, 3)
+    assert np.abs(diffusion.astype(int) - conv.astype(int)).mean() > 5
+    with pytest.raises(VidaxError, match="video_decoder must be"):
+        pipe.request("a fox", video_decoder="nadiffusion")

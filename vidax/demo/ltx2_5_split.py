@@ -1,7 +1,8 @@
 """The tiny LTX-2.5 distilled release of ``vidax demo ltx2_5-2.5``, in the authors' split layout
 (Lightricks/LTX-2.5): the transformer alone, ``ltx-2.5-22b-distilled-transformer-bf16``
 (bfloat16, its scale/shift tables float32 as released; the metadata names the Gemma it was
-trained with, ``gemma_source_checkpoint``); ``vae/ltx-2.5-video-vae-conv-bf16`` (bare
+trained with, ``gemma_source_checkpoint``); the video VAE twice, ``vae/ltx-2.5-video-vae-bf16``
+(the diffusion decoder, the default) and ``vae/ltx-2.5-video-vae-conv-bf16`` (bare
 ``encoder.`` / ``decoder.`` / ``per_channel_statistics.`` keys); ``vae/ltx-2.5-audio-vae-bf16``
 (``audio_vae.`` and ``vocoder.``); ``text_encoders/gemma4-12b-with-proj-ltx-2.5-bf16``: Gemma 4
 in ComfyUI names, ``text_embedding_projection.``, and the tokenizer and HF files as uint8
@@ -31,7 +32,8 @@ GENERATE = ("--prompt", PROMPT, "--frames", "9", "--size", "128x64", "--seed", s
 DIT = "ltx-2.5-22b-distilled-transformer-bf16.safetensors"
 AUDIO = "vae/ltx-2.5-audio-vae-bf16.safetensors"
 TEXT = "text_encoders/gemma4-12b-with-proj-ltx-2.5-bf16.safetensors"
-COMPONENTS = (("dit", DIT), ("video_vae_conv", "vae/ltx-2.5-video-vae-conv-bf16.safetensors"),
+COMPONENTS = (("dit", DIT), ("video_vae", "vae/ltx-2.5-video-vae-bf16.safetensors"),
+              ("video_vae_conv", "vae/ltx-2.5-video-vae-conv-bf16.safetensors"),
               ("audio_vae", AUDIO), ("vocoder", AUDIO), ("text_encoder", TEXT),
               ("text_projection", TEXT),
               ("upsampler", "ltx-2.5-latent-spatial-upscaler-x2-bf16-1.0.safetensors"))
@@ -80,11 +82,12 @@ def write(folder: Path) -> None:
         metadata={"config": json.dumps({"transformer": dit["config"]}),
                   "model_version": "2.5.0",
                   "gemma_source_checkpoint": json.dumps({"gemma_version": GEMMA_VERSION})})
-    vae = layout["video_vae_conv"]
-    tensors = common.random_tensors(vae, rng, np.float32)
-    positive_statistics(tensors, rng)
-    common.write_safetensors(folder / vae["file"], _bf16(tensors),
-                             metadata={"config": json.dumps({"vae": vae["config"]})})
+    for key in ("video_vae", "video_vae_conv"):
+        vae = layout[key]
+        tensors = common.random_tensors(vae, rng, np.float32)
+        positive_statistics(tensors, rng)
+        common.write_safetensors(folder / vae["file"], _bf16(tensors),
+                                 metadata={"config": json.dumps({"vae": vae["config"]})})
     audio = {**common.random_tensors(layout["audio_vae"], rng, np.float32),
              **common.random_tensors(layout["vocoder"], rng, np.float32)}
     positive_statistics(audio, rng)
