@@ -63,9 +63,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from vidax.errors import VidaxError
 from vidax.models.gemma.config import FULL, SLIDING, Gemma4Config
-from vidax.models.gemma.model import attention_masks
+from vidax.models.gemma.model import attention_masks, checked_inputs
 from vidax.nn.attention import attention
 from vidax.nn.decoder_lm import GatedMLP
 from vidax.nn.layers import Embedding, KeyGen, Linear, RMSNorm, rms_norm
@@ -187,16 +186,8 @@ class Gemma4Model(nnx.Module):
 
     def __call__(self, input_ids: jax.Array,
                  attention_mask: jax.Array | None = None) -> tuple[jax.Array, ...]:
-        input_ids = jnp.asarray(input_ids)
-        if input_ids.ndim != 2:
-            raise VidaxError(f"Gemma 4 input_ids must be [batch, length], got shape "
-                             f"{list(input_ids.shape)}")
+        input_ids, attention_mask = checked_inputs("Gemma 4", input_ids, attention_mask)
         b, n = input_ids.shape
-        if attention_mask is not None:
-            attention_mask = jnp.asarray(attention_mask)
-            if attention_mask.shape != (b, n):
-                raise VidaxError(f"Gemma 4 attention_mask of shape "
-                                 f"{list(attention_mask.shape)} for input_ids [{b}, {n}]")
         cfg = self.config
         if cfg.placeholder_token_ids:    # Gemma4UnifiedModel: placeholders embed as padding
             placeholder = jnp.isin(input_ids, jnp.asarray(cfg.placeholder_token_ids))

@@ -98,6 +98,21 @@ def attention_masks(length: int, config: GemmaConfig,
     return masks
 
 
+def checked_inputs(name: str, input_ids, attention_mask):
+    """``input_ids [B, L]`` and ``attention_mask`` (None or ``[B, L]``) as arrays, or one
+    clear error naming the shapes."""
+    input_ids = jnp.asarray(input_ids)
+    if input_ids.ndim != 2:
+        raise VidaxError(f"{name} input_ids must be [batch, length], got shape "
+                         f"{list(input_ids.shape)}")
+    if attention_mask is not None:
+        attention_mask = jnp.asarray(attention_mask)
+        if attention_mask.shape != input_ids.shape:
+            raise VidaxError(f"{name} attention_mask of shape {list(attention_mask.shape)} "
+                             f"for input_ids {list(input_ids.shape)}")
+    return input_ids, attention_mask
+
+
 def _gelu_tanh(x: jax.Array) -> jax.Array:
     return jax.nn.gelu(x, approximate=True)
 
@@ -169,16 +184,8 @@ class GemmaModel(nnx.Module):
 
     def __call__(self, input_ids: jax.Array,
                  attention_mask: jax.Array | None = None) -> tuple[jax.Array, ...]:
-        input_ids = jnp.asarray(input_ids)
-        if input_ids.ndim != 2:
-            raise VidaxError(f"Gemma input_ids must be [batch, length], got shape "
-                             f"{list(input_ids.shape)}")
+        input_ids, attention_mask = checked_inputs("Gemma", input_ids, attention_mask)
         b, n = input_ids.shape
-        if attention_mask is not None:
-            attention_mask = jnp.asarray(attention_mask)
-            if attention_mask.shape != (b, n):
-                raise VidaxError(f"Gemma attention_mask of shape {list(attention_mask.shape)}"
-                                 f" for input_ids [{b}, {n}]")
         x = self.embed_tokens(input_ids)
         # Gemma3TextScaledWordEmbedding rounds sqrt(hidden) to the weights' dtype first
         x = x * jnp.asarray(self.config.hidden_size ** 0.5, x.dtype)

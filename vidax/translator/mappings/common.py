@@ -39,3 +39,17 @@ def metadata_config(metadata: dict[str, str], source: str) -> dict | None:
     if not isinstance(config, dict):
         raise VidaxError(f"{source}: the safetensors metadata 'config' is not a JSON object")
     return config
+
+
+def metadata_section(metadata: dict[str, str], source: str, section: str,
+                     what: str) -> dict | None:
+    """One section of :func:`metadata_config` (``config["vae"]``, ...), or None where the file
+    has no config; a config without the section is an error naming ``what`` the file should be
+    (the LTX-Video and LTX-2.x files carry one section per model)."""
+    config = metadata_config(metadata, source)
+    if config is None:
+        return None
+    if not isinstance(config.get(section), dict):
+        raise VidaxError(f"{source}: the metadata config has no '{section}' section (it has "
+                         f"{sorted(config)}); is this {what}?")
+    return config[section]

@@ -19,7 +19,7 @@ from vidax.models.ltx2_5.config import (LTX2DiTConfig, LTX2TextProjectionConfig,
                                         LTX2VideoVAEConfig)
 from vidax.registry import ComponentSpec, register
 from vidax.translator.mapping import Mapper, Rename
-from vidax.translator.mappings.common import metadata_config
+from vidax.translator.mappings.common import metadata_config, metadata_section
 
 # Module names are ltx-core's (vidax.models.ltx2_5.dit); two nn.Sequential indices become names.
 # The converter does the rest: Linear weights transposed, q/k norm weights -> scale; the
@@ -38,13 +38,8 @@ DIT = Mapper(
 
 def dit_config(metadata: dict[str, str], source: str):
     """The DiT config of an LTX-2.x release file (``config["transformer"]``), or None."""
-    config = metadata_config(metadata, source)
-    if config is None:
-        return None
-    if not isinstance(config.get("transformer"), dict):
-        raise VidaxError(f"{source}: the metadata config has no 'transformer' section (it has "
-                         f"{sorted(config)}); is this an LTX-2 DiT release file?")
-    return LTX2DiTConfig.from_dict(config["transformer"])
+    section = metadata_section(metadata, source, "transformer", "an LTX-2 DiT release file")
+    return None if section is None else LTX2DiTConfig.from_dict(section)
 
 
 register(ComponentSpec(
@@ -74,13 +69,8 @@ register(ComponentSpec(
 
 def vae_config(metadata: dict[str, str], source: str):
     """The video VAE config of an LTX-2.x release file (``config["vae"]``), or None."""
-    config = metadata_config(metadata, source)
-    if config is None:
-        return None
-    if not isinstance(config.get("vae"), dict):
-        raise VidaxError(f"{source}: the metadata config has no 'vae' section (it has "
-                         f"{sorted(config)}); is this an LTX-2 video VAE release file?")
-    return LTX2VideoVAEConfig.from_dict(config["vae"])
+    section = metadata_section(metadata, source, "vae", "an LTX-2 video VAE release file")
+    return None if section is None else LTX2VideoVAEConfig.from_dict(section)
 
 
 register(ComponentSpec(
@@ -191,13 +181,8 @@ DIFFUSION_VAE = Mapper(
 
 def diffusion_vae_config(metadata: dict[str, str], source: str):
     """The diffusion VAE config of ``ltx-2.5-video-vae-bf16`` (``config["vae"]``), or None."""
-    config = metadata_config(metadata, source)
-    if config is None:
-        return None
-    if not isinstance(config.get("vae"), dict):
-        raise VidaxError(f"{source}: the metadata config has no 'vae' section (it has "
-                         f"{sorted(config)}); is this LTX-2.5's diffusion video VAE file?")
-    return LTX2DiffusionVAEConfig.from_dict(config["vae"])
+    section = metadata_section(metadata, source, "vae", "LTX-2.5's diffusion video VAE file")
+    return None if section is None else LTX2DiffusionVAEConfig.from_dict(section)
 
 
 register(ComponentSpec(

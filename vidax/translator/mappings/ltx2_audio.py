@@ -6,11 +6,10 @@ configurators read them. Registered under the ``ltx2_5`` model type."""
 
 from __future__ import annotations
 
-from vidax.errors import VidaxError
 from vidax.models.ltx2_audio.config import LTX2AudioVAEConfig, LTX2VocoderConfig
 from vidax.registry import ComponentSpec, register
 from vidax.translator.mapping import Ignore, Mapper, Rename, Transform
-from vidax.translator.mappings.common import metadata_config
+from vidax.translator.mappings.common import metadata_section
 
 
 # ----------------------------------------------------------------------------- audio VAE
@@ -34,13 +33,8 @@ AUDIO_VAE = Mapper(
 
 def audio_vae_config(metadata: dict[str, str], source: str):
     """The audio VAE config of an LTX-2.x release file (``config["audio_vae"]``), or None."""
-    config = metadata_config(metadata, source)
-    if config is None:
-        return None
-    if not isinstance(config.get("audio_vae"), dict):
-        raise VidaxError(f"{source}: the metadata config has no 'audio_vae' section (it has "
-                         f"{sorted(config)}); is this an LTX-2 release or audio VAE file?")
-    return LTX2AudioVAEConfig.from_dict(config["audio_vae"])
+    section = metadata_section(metadata, source, "audio_vae", "an LTX-2 release or audio VAE file")
+    return None if section is None else LTX2AudioVAEConfig.from_dict(section)
 
 
 register(ComponentSpec(
@@ -86,13 +80,8 @@ VOCODER = Mapper(
 def vocoder_config(metadata: dict[str, str], source: str):
     """The vocoder config of an LTX-2.x release file (``config["vocoder"]``: the 2.0 / 2.3
     monoliths, LTX-2.5's audio file), or None."""
-    config = metadata_config(metadata, source)
-    if config is None:
-        return None
-    if not isinstance(config.get("vocoder"), dict):
-        raise VidaxError(f"{source}: the metadata config has no 'vocoder' section (it has "
-                         f"{sorted(config)}); is this an LTX-2 file with a vocoder?")
-    return LTX2VocoderConfig.from_dict(config["vocoder"])
+    section = metadata_section(metadata, source, "vocoder", "an LTX-2 file with a vocoder")
+    return None if section is None else LTX2VocoderConfig.from_dict(section)
 
 
 register(ComponentSpec(

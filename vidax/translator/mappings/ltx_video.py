@@ -21,12 +21,11 @@ reports anything else, so a file that does not fit fails verification instead.
 
 from __future__ import annotations
 
-from vidax.errors import VidaxError
 from vidax.models.ltx_video.config import (LTX2UpsamplerConfig, LTXVideoDiTConfig,
                                            LTXVideoUpsamplerConfig, LTXVideoVAEConfig)
 from vidax.registry import ComponentSpec, register
 from vidax.translator.mapping import Ignore, Mapper, Rename
-from vidax.translator.mappings.common import metadata_config
+from vidax.translator.mappings.common import metadata_config, metadata_section
 
 # ----------------------------------------------------------------------------- DiT
 # Module names are the authors' (vidax.models.ltx_video.dit); two nn.Sequential indices
@@ -96,13 +95,7 @@ LTX2_UPSAMPLER = Mapper(
 
 # ----------------------------------------------------------------------------- metadata
 def _section(metadata: dict[str, str], source: str, section: str) -> dict | None:
-    config = metadata_config(metadata, source)
-    if config is None:
-        return None
-    if not isinstance(config.get(section), dict):
-        raise VidaxError(f"{source}: the metadata config has no '{section}' section (it has "
-                         f"{sorted(config)}); is this an LTX-Video release file?")
-    return config[section]
+    return metadata_section(metadata, source, section, "an LTX-Video release file")
 
 
 def dit_config(metadata: dict[str, str], source: str):
