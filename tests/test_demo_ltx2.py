@@ -281,3 +281,17 @@ def test_split_demo_writes_video_and_sound(tmp_path):
     assert np.abs(diffusion.astype(int) - conv.astype(int)).mean() > 5
     with pytest.raises(VidaxError, match="video_decoder must be"):
         pipe.request("a fox", video_decoder="nadiffusion")
+
+
+def test_sound_options_are_checked_before_loading(written, tmp_path, capsys):
+    base = ["generate", "ltx2_5", "--checkpoint-dir", str(written), "--prompt", "a fox",
+            "--out", str(tmp_path / "x.mp4")]
+    for extra, message in ((["--no-audio", "--audio-out", str(tmp_path / "x.wav")],
+                            "pass one"),
+                           (["--audio-out", str(tmp_path / "x.mp3")], "must be a .wav"),
+                           (["--audio-out", str(tmp_path / "none" / "x.wav")],
+                            "does not exist")):
+        assert cli.main([*base, *extra]) == 1
+        err = " ".join(capsys.readouterr().err.split())
+        assert message in err and "loading" not in err, err
+    assert not (tmp_path / "x.mp4").exists()
