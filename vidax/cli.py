@@ -318,14 +318,14 @@ def _check_out(out: Path, suffix: str = ".mp4") -> None:
     checked before anything loads: its folder exists and takes a new file (tried, as the
     permission bits do not tell for root or a read-only mount), and the name is not a folder or
     something else than a file."""
-    option = "--out" if suffix == ".mp4" else "--audio-out"
+    option, article = ("--out", "an") if suffix == ".mp4" else ("--audio-out", "a")
     if out.suffix.lower() != suffix:
-        raise VidaxError(f"{option} {out}: the output must be a {suffix} file")
+        raise VidaxError(f"{option} {out}: the output must be {article} {suffix} file")
     try:
         _try_out(out, option, suffix)
     except OSError as e:  # a name too long, a folder nobody may write in, ...
-        raise VidaxError(f"{option} {out}: cannot write there ({e.strerror or e}); name a "
-                         f"{suffix} in a folder you can write to") from None
+        raise VidaxError(f"{option} {out}: cannot write there ({e.strerror or e}); name "
+                         f"{article} {suffix} in a folder you can write to") from None
 
 
 def _try_out(out: Path, option: str, suffix: str) -> None:
