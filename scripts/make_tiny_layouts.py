@@ -495,31 +495,17 @@ LTX2_GEMMA_TEXT = dict(vocab_size=256, hidden_size=32, intermediate_size=48,
                        rope_scaling={"rope_type": "linear", "factor": 8.0})
 LTX2_GEMMA_VISION = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
                          num_attention_heads=2, image_size=28, patch_size=14)
-LTX2_DIT = {
-    "_class_name": "AVTransformer3DModel", "activation_fn": "gelu-approximate",
-    "attention_bias": True, "attention_head_dim": 16, "attention_type": "default",
-    "audio_attention_head_dim": 8, "audio_cross_attention_dim": 16, "audio_in_channels": 128,
-    "audio_num_attention_heads": 2, "audio_out_channels": 128,
-    "audio_positional_embedding_max_pos": [20], "av_ca_timestep_scale_multiplier": 1000.0,
-    "av_cross_ada_norm": True, "caption_channels": 3840, "causal_temporal_positioning": True,
-    "connector_attention_head_dim": 16, "connector_norm_output": True,
-    "connector_num_attention_heads": 2, "connector_num_layers": 1,
-    "connector_num_learnable_registers": 128, "connector_positional_embedding_max_pos": [4096],
-    "cross_attention_dim": 32, "cross_attention_norm": True, "double_self_attention": False,
-    "dropout": 0.0, "frequencies_precision": "float64", "in_channels": 128,
-    "norm_elementwise_affine": False, "norm_eps": 1e-06, "norm_num_groups": 32,
-    "num_attention_heads": 2, "num_embeds_ada_norm": 1000, "num_layers": 2,
-    "num_vector_embeds": None, "only_cross_attention": False, "out_channels": 128,
-    "positional_embedding_max_pos": [20, 2048, 2048], "positional_embedding_theta": 10000.0,
-    "positional_embedding_type": "rope", "qk_norm": "rms_norm", "rope_type": "split",
-    "share_ff": False, "standardization_norm": "rms_norm", "timestep_scale_multiplier": 1000,
-    "upcast_attention": False, "use_audio_video_cross_attention": True,
-    "use_embeddings_connector": True, "use_linear_projection": False,
-    "use_middle_indices_grid": True, "apply_gated_attention": True,
-    "cross_attention_adaln": True, "caption_proj_before_connector": True,
-    "connector_apply_gated_attention": True, "audio_connector_num_attention_heads": 2,
-    "audio_connector_attention_head_dim": 8, "caption_projection_first_linear": False,
-    "caption_proj_input_norm": False, "caption_projection_second_linear": False}
+def _ltx2_dit() -> dict:
+    """The DiT section: the DiT tests' tiny 2.3 structure (tests/models/ltx2_5/
+    test_ltx2_dit.py) with 128-wide streams and the V2 text-projection keys of a 2.3 file."""
+    from tests.models.ltx2_5.test_ltx2_dit import CONFIG_2_3
+
+    return {**CONFIG_2_3, "in_channels": 128, "out_channels": 128, "audio_in_channels": 128,
+            "audio_out_channels": 128, "caption_channels": 3840,
+            "caption_projection_first_linear": False, "caption_proj_input_norm": False,
+            "caption_projection_second_linear": False}
+
+
 LTX2_VAE = {
     "_class_name": "CausalVideoAutoencoder", "dims": 3, "in_channels": 3, "out_channels": 3,
     "latent_channels": 128, "decoder_base_channels": 4, "patch_size": 4,
@@ -582,7 +568,8 @@ def ltx2_5() -> dict:
         AudioEmbeddings1DConnectorConfigurator, Embeddings1DConnectorConfigurator)
     from ltx_core.text_encoders.gemma.feature_extractor import FeatureExtractorV2
 
-    full = {"transformer": LTX2_DIT}
+    dit_config = _ltx2_dit()
+    full = {"transformer": dit_config}
     with torch.device("meta"):
         dit = LTXModelConfigurator.from_config(full)
         video_connector = Embeddings1DConnectorConfigurator.from_config(full)
@@ -596,9 +583,9 @@ def ltx2_5() -> dict:
         vocoder = VocoderConfigurator.from_config({"vocoder": LTX2_VOCODER})
         upsampler = LatentUpsamplerConfigurator.from_config(LTX2_UPSAMPLER)
         flat = LTX2_GEMMA_TEXT["hidden_size"] * (LTX2_GEMMA_TEXT["num_hidden_layers"] + 1)
-        inner = LTX2_DIT["num_attention_heads"] * LTX2_DIT["attention_head_dim"]
-        audio_inner = (LTX2_DIT["audio_num_attention_heads"]
-                       * LTX2_DIT["audio_attention_head_dim"])
+        inner = dit_config["num_attention_heads"] * dit_config["attention_head_dim"]
+        audio_inner = (dit_config["audio_num_attention_heads"]
+                       * dit_config["audio_attention_head_dim"])
         projection = FeatureExtractorV2(torch.nn.Linear(flat, inner),
                                         LTX2_GEMMA_TEXT["hidden_size"],
                                         torch.nn.Linear(flat, audio_inner))
@@ -622,7 +609,7 @@ def ltx2_5() -> dict:
                 "config": config, "tensors": tensors}
 
     layout = {
-        "dit": entry("dit", single, LTX2_DIT, "model.diffusion_model."),
+        "dit": entry("dit", single, dit_config, "model.diffusion_model."),
         "vae": entry("vae", video_vae, LTX2_VAE, "vae."),
         "audio_vae": entry("audio_vae", audio_vae, LTX2_AUDIO_VAE, "audio_vae."),
         "vocoder": entry("vocoder", _prefixed("vocoder.", vocoder), LTX2_VOCODER, "vocoder."),
@@ -647,7 +634,6 @@ def ltx2_5() -> dict:
 #: file (audio VAE + vocoder, both prefixes), and the text-encoder file: a tiny Gemma 4
 #: (``Gemma4UnifiedForConditionalGeneration``, flattened to ComfyUI names as the authors'
 #: packer does) with the projection, the tokenizer and HF files as uint8 tensors.
-LTX2_5_DIT = {**LTX2_DIT, "ff_bias": False, "use_keyframes_abs_pos_embedding": True}
 LTX2_5_GEMMA = dict(vocab_size=256, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
                     num_attention_heads=2, num_key_value_heads=1, head_dim=16,
                     global_head_dim=32, num_global_key_value_heads=1, sliding_window=16,
@@ -708,7 +694,7 @@ def _ltx2_5_diffusion_vae() -> dict:
 
 @layout("ltx2_5-2.5")
 def ltx2_5_split() -> dict:
-    """Lightricks/LTX-2.5's distilled release at tiny widths (see ``LTX2_5_DIT``)."""
+    """Lightricks/LTX-2.5's distilled release at tiny widths (see the comment above)."""
     import torch
     from transformers import Gemma4UnifiedConfig, Gemma4UnifiedForConditionalGeneration
 
@@ -718,7 +704,9 @@ def ltx2_5_split() -> dict:
     base = ltx2_5()
     dit = {k: v for k, v in base["dit"]["tensors"].items()
            if not re.search(r"transformer_blocks\.\d+\.ff\.net\.\d+\.(proj\.)?bias$", k)}
-    width = LTX2_DIT["num_attention_heads"] * LTX2_DIT["attention_head_dim"]
+    dit_config = {**base["dit"]["config"], "ff_bias": False,
+                  "use_keyframes_abs_pos_embedding": True}
+    width = dit_config["num_attention_heads"] * dit_config["attention_head_dim"]
     dit["model.diffusion_model.keyframes_abs_pos_embedding"] = [1, width]
     hf = Gemma4UnifiedConfig(
         text_config=LTX2_5_GEMMA, **LTX2_5_GEMMA_TOP,
@@ -728,8 +716,8 @@ def ltx2_5_split() -> dict:
     gemma = _saved(Gemma4UnifiedForConditionalGeneration(hf), torch.bfloat16, "x",
                    ["ltx2_5", "text_encoder", "transformers"])
     flat = LTX2_5_GEMMA["hidden_size"] * (LTX2_5_GEMMA["num_hidden_layers"] + 1)
-    audio_inner = (LTX2_DIT["audio_num_attention_heads"]
-                   * LTX2_DIT["audio_attention_head_dim"])
+    audio_inner = (dit_config["audio_num_attention_heads"]
+                   * dit_config["audio_attention_head_dim"])
     with torch.device("meta"):
         projection = FeatureExtractorV2(torch.nn.Linear(flat, width),
                                         LTX2_5_GEMMA["hidden_size"],
@@ -742,7 +730,7 @@ def ltx2_5_split() -> dict:
     vae = {k[len("vae."):]: v for k, v in base["vae"]["tensors"].items()}
     return {
         "dit": {**base["dit"], "file": "ltx-2.5-22b-distilled-transformer-bf16.safetensors",
-                "config": LTX2_5_DIT, "tensors": dit},
+                "config": dit_config, "tensors": dit},
         "video_vae_conv": {**base["vae"], "file": "vae/ltx-2.5-video-vae-conv-bf16.safetensors",
                 "spec": ["ltx2_5", "video_vae_conv", "original"], "prefix": None,
                 "tensors": vae},
