@@ -189,6 +189,7 @@ def test_distilled_two_stage_matches_the_authors(release, monkeypatch, record_pr
     assert_fails("ltx2 distilled stage 2 not re-noised audio", bad_a, ref_a, record_property)
 
 
+@pytest.mark.slow     # ~20 s: the distilled case stays in the fast lane
 def test_dev_guidance_matches_the_authors(release, monkeypatch, record_property):
     pipe = _pipeline(release, "2.3-22b-dev")
     video_g, audio_g = ltx2.default_guiders("2.3")
@@ -222,6 +223,7 @@ def test_ltx2_sigmas_match_ltx_core():
     assert not np.allclose(ltx2_sigmas(30, tokens=1024), ltx2_sigmas(30), atol=1e-3)
 
 
+@pytest.mark.slow     # ~20 s: the distilled case stays in the fast lane
 def test_image_to_video_matches_the_authors(release, monkeypatch, record_property):
     import torch
 
