@@ -295,3 +295,21 @@ def test_sound_options_are_checked_before_loading(written, tmp_path, capsys):
         err = " ".join(capsys.readouterr().err.split())
         assert message in err and "loading" not in err, err
     assert not (tmp_path / "x.mp4").exists()
+
+
+def test_memory_is_estimated_before_loading(written, split):
+    """The request's estimate counts the DiT step and the video decode (conv, and the 2.5
+    diffusion decoder), from the configs alone; an impossible size is refused with it."""
+    from vidax.errors import MemoryEstimateError
+    from vidax.pipelines import ltx2_5 as ltx2
+
+    for folder in (written, split[1]):
+        release = ltx2.inspect_folder(folder)
+        request = ltx2.make_request(release.task, release.variant, "a fox", frames=9,
+                                    size=(128, 64), release=release)
+        estimate = ltx2.Pipeline.check_memory(release, request, enforce=False)
+        assert {"VAE decode"} <= set(estimate.phases) and estimate.fits
+        big = ltx2.make_request(release.task, release.variant, "a fox", frames=2001,
+                                size=(8192, 8192), release=release)
+        with pytest.raises(MemoryEstimateError, match="Nothing was loaded"):
+            ltx2.Pipeline.check_memory(release, big)

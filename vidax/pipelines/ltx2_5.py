@@ -42,7 +42,6 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -52,8 +51,7 @@ from flax import nnx
 from vidax import loading, registry
 from vidax.errors import VidaxError
 from vidax.models.ltx2_5.dit import Modality, Perturbations, audio_positions, video_positions
-from vidax.models.ltx2_audio.audio_vae import patchify as audio_patchify
-from vidax.models.ltx2_audio.audio_vae import unpatchify as audio_unpatchify
+from vidax.models.ltx2_audio import audio_vae
 from vidax.pipelines import base, memory
 from vidax.pipelines.base import PipelineBase, Run, open_folder
 from vidax.pipelines.image import h264_round_trip, resize_bilinear
@@ -370,7 +368,7 @@ def make_request(task: str, variant: str, prompt: str, *, negative_prompt=None, 
     from vidax.pipelines.inputs import refuse
 
     refuse("LTX-2", **{k: (v, "it is not an LTX-2 option") for k, v in refused.items()})
-    if task not in ("t2av", *TASKS):
+    if task not in TASKS:
         raise VidaxError(f"LTX-2 task must be one of {TASKS}, got {task!r}")
     d = defaults_for(variant)
     has_up = release is not None and release.has_upsampler
@@ -505,7 +503,6 @@ class LTX2Pipeline(PipelineBase):
     vae_conv = None
     audio: np.ndarray | None = None
     sample_rate: int | None = None
-    ROW_NAMES: ClassVar = ("cond", "uncond", "stg", "modality")
 
     def describe(self) -> str:
         return f"LTX-2 {self.variant}"
@@ -524,6 +521,17 @@ class LTX2Pipeline(PipelineBase):
 
     def request(self, prompt: str, **options) -> Request:
         return make_request(self.task, self.variant, prompt, release=self.release, **options)
+
+    def vae_geometry(self, request: Request) -> memory.VAEGeometry:
+        """The whole video decoded at once (no tiling): the conv decoder's widest stage as
+        LTX-Video's; the 2.5 diffusion decoder's stage-5 SwiGLU (4 x its width per 4 x 4
+        pixel patch). Not calibrated on a measured peak."""
+        cfg, (width, height) = self.release.configs["vae"], request.size
+        if self.release.specs["vae"].component == "video_vae":
+            channels = 4 * cfg.decoder.stage_channels[-1] / cfg.decoder.patch_size ** 2
+        else:
+            channels = 2 * cfg.decoder_base_channels / cfg.patch_size ** 2
+        return memory.VAEGeometry(request.frames, height, width, channels, 1, request.frames)
 
     def dit_geometry(self, request: Request) -> memory.DiTGeometry:
         cfg = self.release.configs["dit"]
@@ -597,7 +605,7 @@ class LTX2Pipeline(PipelineBase):
         tv = run.extra["video_tokens"]
         t, h, w = run.extra["shape"][:3]
         video = latents[:, :tv].reshape(1, t, h, w, -1)
-        return video, audio_unpatchify(latents[:, tv:], run.extra["audio_channels"])
+        return video, audio_vae.unpatchify(latents[:, tv:], run.extra["audio_channels"])
 
     def encode_image(self, image: np.ndarray, size, crf: int) -> jax.Array:
         """The normalised latent ``[1, 1, h, w, C]`` of the first frame at ``size``
@@ -620,7 +628,7 @@ class LTX2Pipeline(PipelineBase):
         v_init = (jnp.zeros((1, tv, c), jnp.float32) if video is None
                   else video_tokens(video).astype(jnp.float32))
         a_init = (jnp.zeros((1, ta, ca), jnp.float32) if audio is None
-                  else audio_patchify(audio).astype(jnp.float32))
+                  else audio_vae.patchify(audio).astype(jnp.float32))
         v_mask = np.ones((1, tv, 1), np.float32)
         if request.image is not None:
             cond = video_tokens(self.encode_image(request.image, size, request.image_crf)
@@ -764,35 +772,28 @@ class LTX2Pipeline(PipelineBase):
         return write_wav(path, self.audio, self.sample_rate)
 
 
-class _LeftPadded:
-    """ltx-core 1.0.0's ``LTXVGemmaTokenizer`` over a Gemma 3 folder: the stripped prompt with
-    the tokenizer's own special tokens (Gemma 3's BOS), truncated and left-padded to 1024."""
-
-    def __init__(self, tokenizer):
-        self.tokenizer = tokenizer
-
-    def __call__(self, prompt: str) -> tuple[np.ndarray, np.ndarray]:
-        tokens = self.tokenizer([prompt.strip()])
-        ids, mask = np.asarray(tokens.ids), np.asarray(tokens.mask)
-        n = int(mask[0].sum())
-        left_ids, left_mask = np.full_like(ids, self.tokenizer.pad_id), np.zeros_like(mask)
-        left_ids[0, ids.shape[1] - n:], left_mask[0, ids.shape[1] - n:] = ids[0, :n], 1
-        return left_ids, left_mask
-
-
 def _tokenizer(release: Release):
-    """Prompt -> (ids, mask) ``[1, 1024]``: the Gemma 3 folder's tokenizer (2.0 / 2.3) or the
-    one inside LTX-2.5's text-encoder file (:class:`vidax.text.GemmaTokenizer`)."""
+    """Prompt -> (ids, mask) ``[1, 1024]``, stripped, left-padded: the Gemma 3 folder's
+    tokenizer with its own special tokens (Gemma 3's BOS: ltx-core 1.0.0's
+    ``LTXVGemmaTokenizer``), or the one inside LTX-2.5's text-encoder file
+    (:class:`vidax.text.GemmaTokenizer`, which pads left itself)."""
     from vidax.text import Tokenizer, gemma_tokenizer
 
     source = release.files["tokenizer"]
-    if Path(source).is_dir():
-        return _LeftPadded(Tokenizer(source, seq_len=TEXT_LEN, clean=None, special="file"))
-    tokenizer = gemma_tokenizer(source, seq_len=TEXT_LEN)
+    if not Path(source).is_dir():
+        tokenizer = gemma_tokenizer(source, seq_len=TEXT_LEN)   # it strips and pads left itself
+        right = None
+    else:
+        tokenizer = right = Tokenizer(source, seq_len=TEXT_LEN, clean=None, special="file")
 
     def tokenize(prompt: str) -> tuple[np.ndarray, np.ndarray]:
-        tokens = tokenizer([prompt])
-        return np.asarray(tokens.ids), np.asarray(tokens.mask)
+        tokens = tokenizer([prompt.strip()])
+        if right is None:
+            return np.asarray(tokens.ids), np.asarray(tokens.mask)
+        n = int(tokens.mask[0].sum())
+        ids, mask = np.full_like(tokens.ids, right.pad_id), np.zeros_like(tokens.mask)
+        ids[0, TEXT_LEN - n:], mask[0, TEXT_LEN - n:] = tokens.ids[0, :n], 1
+        return ids, mask
     return tokenize
 
 
