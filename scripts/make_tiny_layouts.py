@@ -644,18 +644,6 @@ LTX2_5_GEMMA_TOP = dict(image_token_id=250, video_token_id=252, audio_token_id=2
                         eoa_token_index=249)
 
 
-def _comfy_gemma4(key: str) -> str:
-    """The authors' packer's renaming (Lightricks/LTX-2@400fd31
-    ltx_core/text_encoders/gemma/gemma_assets.py ``_flatten_gemma4_unified_keys_for_comfy``)."""
-    for hf, comfy in (("model.language_model.", "model."),
-                      ("model.vision_embedder.", "vision_model."),
-                      ("model.embed_vision.", "multi_modal_projector."),
-                      ("model.embed_audio.", "audio_projector.")):
-        if key.startswith(hf):
-            return comfy + key[len(hf):]
-    return key
-
-
 #: The 2.5 diffusion VAE at the demo's widths: the conv file's encoder (128 latent channels),
 #: the released decoder's strides (32 x 32 spatial, 8 temporal) at tiny stage widths.
 LTX2_5_DIFFUSION_DECODER = {
@@ -699,6 +687,7 @@ def ltx2_5_split() -> dict:
     from transformers import Gemma4UnifiedConfig, Gemma4UnifiedForConditionalGeneration
 
     from ltx_core.text_encoders.gemma.feature_extractor import FeatureExtractorV2
+    from tests.models.gemma.test_gemma4 import _flatten_for_comfy   # the authors' packer's names
     from vidax.demo.ltx2_5_split import gemma4_assets
 
     base = ltx2_5()
@@ -724,7 +713,7 @@ def ltx2_5_split() -> dict:
                                         torch.nn.Linear(flat, audio_inner))
     te_file = "text_encoders/gemma4-12b-with-proj-ltx-2.5-bf16.safetensors"
     config = dict(gemma["config"], gemma_version="gemma4-12b-ltx-v1")
-    te = {_comfy_gemma4(k): v for k, v in gemma["tensors"].items()}
+    te = {_flatten_for_comfy(k): v for k, v in gemma["tensors"].items()}
     te.update({name: [len(data)] for name, data in gemma4_assets().items()})
     audio_file = "vae/ltx-2.5-audio-vae-bf16.safetensors"
     vae = {k[len("vae."):]: v for k, v in base["vae"]["tensors"].items()}

@@ -75,16 +75,18 @@ class Conv(nnx.Module):
     """N-d convolution over channels-last input ``[B, *spatial, C]``.
 
     ``padding`` is an int/tuple of per-dim symmetric padding, or a sequence of
-    ``(low, high)`` pairs (causal convolutions pass ``(k-1, 0)`` in time).
+    ``(low, high)`` pairs (causal convolutions pass ``(k-1, 0)`` in time); ``dilation`` the
+    kernel's (torch's ``dilation``).
     """
 
     def __init__(self, in_features: int, out_features: int, kernel_size: Sequence[int], *,
                  keys: KeyGen, stride: Sequence[int] | int = 1,
                  padding: Sequence[int] | Sequence[tuple[int, int]] | int = 0, bias: bool = True,
-                 param_dtype=jnp.float32):
+                 dilation: Sequence[int] | int = 1, param_dtype=jnp.float32):
         kernel_size = tuple(kernel_size)
         n = len(kernel_size)
         self.stride = (stride,) * n if isinstance(stride, int) else tuple(stride)
+        self.dilation = (dilation,) * n if isinstance(dilation, int) else tuple(dilation)
         if isinstance(padding, int):
             padding = (padding,) * n
         self.padding = tuple(p if isinstance(p, tuple) else (p, p) for p in padding)
@@ -100,7 +102,8 @@ class Conv(nnx.Module):
         spatial = "DHW"[-n:]
         dn = (f"N{spatial}C", f"{spatial}IO", f"N{spatial}C")
         y = jax.lax.conv_general_dilated(x, self.kernel[...].astype(x.dtype), self.stride,
-                                         self.padding, dimension_numbers=dn,
+                                         self.padding, rhs_dilation=self.dilation,
+                                         dimension_numbers=dn,
                                          preferred_element_type=jnp.float32)
         return _add_bias(y, self.bias, x.dtype)
 

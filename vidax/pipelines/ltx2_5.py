@@ -207,6 +207,7 @@ def inspect_folder(folder, variant: str | None = None) -> Release:
     dit_file = dit_files[0]
     with open_checkpoint(dit_file) as ckpt:
         metadata = dict(ckpt.metadata or {})
+    keys: dict[Path, list[str]] = {}      # each file's tensor names, read once
     dit_config = loading.resolve_config(dit_spec, dit_file)
     version = _version(dit_config)
     files, specs, configs, missing = {}, {}, {}, []
@@ -217,7 +218,10 @@ def inspect_folder(folder, variant: str | None = None) -> Release:
             return
         spec = registry.get(*component, layout=layout) if layout else registry.get(*component)
         if spec.prefix and Path(path).is_file():
-            _check_prefix(path, spec.prefix, what)
+            if path not in keys:
+                with open_checkpoint(path) as ckpt:
+                    keys[path] = list(ckpt)
+            _check_prefix(path, keys[path], spec.prefix, what)
         files[key], specs[key] = path, spec
         configs[key] = loading.resolve_config(spec, path)
 
@@ -259,7 +263,7 @@ def inspect_folder(folder, variant: str | None = None) -> Release:
     if missing:
         raise VidaxError(f"{folder} is not a complete LTX-{version} release folder: missing "
                          + "; ".join(missing) + ". Nothing was loaded.")
-    configs["text_projection"] = _projection_config(configs, dit_file)
+    configs["text_projection"] = _projection_config(configs, metadata, dit_file)
     up = _one(folder, [p for p in up_patterns if "spatial" in p], "spatial upsampler")
     if up is not None:
         add("upsampler", (MODEL_TYPE, "upsampler"), up, "upsampler")
@@ -278,24 +282,20 @@ def inspect_folder(folder, variant: str | None = None) -> Release:
                    files, specs, version=version, metadata=metadata)
 
 
-def _projection_config(configs, dit_file):
+def _projection_config(configs, metadata: dict, dit_file):
     """The text projection's config: its version and output widths from the DiT's metadata
     (ltx-core's ``_create_feature_extractor``; 2.5's text-encoder file carries no DiT config,
     so the DiT file's), its input from the text encoder it reads: every hidden state of that
     Gemma (ltx-core fixes 3840 x 49, Gemma 3 / 4 12B's)."""
     spec = registry.get(MODEL_TYPE, "text_projection")
-    with open_checkpoint(dit_file) as ckpt:
-        base = spec.config_from_file_metadata(ckpt.metadata, str(dit_file))
+    base = spec.config_from_file_metadata(metadata, str(dit_file))
     text = configs["text_encoder"]
     return dataclasses.replace(base, embedding_dim=text.hidden_size,
                                num_layers=text.num_hidden_layers + 1)
 
 
-def _check_prefix(path: Path, prefix: str, what: str) -> None:
-    """A release file holds the component's tensors under ``prefix``, else one clear error
-    (before any config is read from it)."""
-    with open_checkpoint(path) as ckpt:
-        keys = list(ckpt)
+def _check_prefix(path: Path, keys: list[str], prefix: str, what: str) -> None:
+    """The file (tensor names ``keys``) holds the component under ``prefix``, or an error."""
     if not any(k.startswith(prefix) for k in keys):
         found = sorted({k.split(".")[0] + "." for k in keys})
         raise VidaxError(

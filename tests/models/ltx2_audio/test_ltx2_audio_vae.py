@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import jax
@@ -57,14 +56,8 @@ from vidax.models.ltx2_audio.config import LTX2AudioVAEConfig
 
 jax.config.update("jax_default_matmul_precision", "highest")
 
-def _has_torchaudio() -> bool:
-    """A real torchaudio (another test's stand-in, a module without a spec, does not count)."""
-    if "torchaudio" in sys.modules:
-        return getattr(sys.modules["torchaudio"], "__spec__", None) is not None
-    return importlib.util.find_spec("torchaudio") is not None
-
-
-HAS_TORCHAUDIO = _has_torchaudio()
+# a real torchaudio (tests/reference/ltx2.py's stand-in never outlives ltx-core's import)
+HAS_TORCHAUDIO = importlib.util.find_spec("torchaudio") is not None
 
 
 def _import_ltx_audio():
@@ -75,17 +68,9 @@ def _import_ltx_audio():
 
 
 def _mel_filter_bank_of_transformers():
-    """``transformers.audio_utils.mel_filter_bank``, imported with any spec-less torchaudio
-    stand-in (another test's) hidden: transformers' ``find_spec("torchaudio")`` raises on it."""
-    stub = sys.modules.get("torchaudio")
-    hide = stub is not None and getattr(stub, "__spec__", None) is None
-    if hide:
-        del sys.modules["torchaudio"]
-    try:
-        from transformers.audio_utils import mel_filter_bank
-    finally:
-        if hide:
-            sys.modules["torchaudio"] = stub
+    """``transformers.audio_utils.mel_filter_bank``."""
+    from transformers.audio_utils import mel_filter_bank
+
     return mel_filter_bank
 
 

@@ -64,7 +64,7 @@ import numpy as np
 from flax import nnx
 
 from vidax.models.gemma.config import FULL, SLIDING, Gemma4Config
-from vidax.models.gemma.model import attention_masks, checked_inputs
+from vidax.models.gemma.model import _gelu_tanh, attention_masks, checked_inputs
 from vidax.nn.attention import attention
 from vidax.nn.decoder_lm import GatedMLP
 from vidax.nn.layers import Embedding, KeyGen, Linear, RMSNorm, rms_norm
@@ -97,10 +97,6 @@ def rope_tables(length: int, config: Gemma4Config, layer_type: str,
     to ``dtype``. Host constants: the positions are static."""
     angles = np.outer(np.arange(length, dtype=np.float32), inv_freq(config, layer_type))
     return jnp.asarray(np.cos(angles), dtype), jnp.asarray(np.sin(angles), dtype)
-
-
-def _gelu_tanh(x: jax.Array) -> jax.Array:
-    return jax.nn.gelu(x, approximate=True)
 
 
 # ---------------------------------------------------------------------------- modules

@@ -55,7 +55,7 @@ from flax import nnx
 from vidax.errors import VidaxError
 from vidax.models.ltx2_audio.config import (LTX2BWEConfig, LTX2VocoderConfig,
                                            LTX2VocoderGeneratorConfig)
-from vidax.nn.layers import ConvTranspose, KeyGen
+from vidax.nn.layers import Conv, ConvTranspose, KeyGen
 
 __all__ = ["LTX2Vocoder", "LTX2VocoderConfig", "hann_resample_filter", "kaiser_sinc_filter"]
 
@@ -130,22 +130,12 @@ def _upsample(x: jax.Array, taps: jax.Array, ratio: int, pad: int, crop: tuple[i
 
 
 # ---------------------------------------------------------------------------- modules
-class Conv1d(nnx.Module):
+def conv1d(cin: int, cout: int, kernel_size: int, *, keys: KeyGen, dilation: int = 1,
+           bias: bool = True, param_dtype=_F32) -> Conv:
     """PyTorch ``Conv1d`` (stride 1, symmetric padding ``dilation * (k - 1) / 2``, odd k)
-    over channels-last ``[B, T, C]``; ``kernel [k, in, out]``."""
-
-    def __init__(self, cin: int, cout: int, kernel_size: int, *, keys: KeyGen,
-                 dilation: int = 1, bias: bool = True, param_dtype=_F32):
-        self.dilation, self.pad = dilation, dilation * (kernel_size - 1) // 2
-        self.kernel = nnx.Param((jax.random.normal(keys(), (kernel_size, cin, cout), _F32)
-                                 * (cin * kernel_size) ** -0.5).astype(param_dtype))
-        self.bias = nnx.Param(jnp.zeros((cout,), param_dtype)) if bias else None
-
-    def __call__(self, x: jax.Array) -> jax.Array:
-        y = jax.lax.conv_general_dilated(
-            x, self.kernel[...].astype(x.dtype), (1,), [(self.pad, self.pad)],
-            rhs_dilation=(self.dilation,), dimension_numbers=("NWC", "WIO", "NWC"))
-        return y if self.bias is None else y + self.bias[...].astype(x.dtype)
+    over channels-last ``[B, T, C]``: :class:`vidax.nn.layers.Conv`, ``kernel [k, in, out]``."""
+    return Conv(cin, cout, (kernel_size,), keys=keys, padding=dilation * (kernel_size - 1) // 2,
+                dilation=dilation, bias=bias, param_dtype=param_dtype)
 
 
 class Filter(nnx.Module):
@@ -211,9 +201,9 @@ class ResBlock(nnx.Module):
     def __init__(self, channels: int, kernel_size: int, dilations, *, amp: bool,
                  keys: KeyGen, param_dtype=_F32):
         kw = dict(keys=keys, param_dtype=param_dtype)
-        self.convs1 = nnx.List([Conv1d(channels, channels, kernel_size, dilation=d, **kw)
+        self.convs1 = nnx.List([conv1d(channels, channels, kernel_size, dilation=d, **kw)
                                 for d in dilations])
-        self.convs2 = nnx.List([Conv1d(channels, channels, kernel_size, **kw)
+        self.convs2 = nnx.List([conv1d(channels, channels, kernel_size, **kw)
                                 for _ in dilations])
         if amp:
             self.acts1 = nnx.List([Activation1d(channels, param_dtype) for _ in dilations])
@@ -238,7 +228,7 @@ class Generator(nnx.Module):
         self.cfg = cfg
         kw = dict(keys=keys, param_dtype=param_dtype)
         ch = cfg.upsample_initial_channel
-        self.conv_pre = Conv1d(128, ch, 7, **kw)
+        self.conv_pre = conv1d(128, ch, 7, **kw)
         self.ups = nnx.List([
             ConvTranspose(ch // 2 ** i, ch // 2 ** (i + 1), (k,), stride=s, padding=(k - s) // 2,
                           **kw)
@@ -249,7 +239,7 @@ class Generator(nnx.Module):
             for k, d in zip(cfg.resblock_kernel_sizes, cfg.resblock_dilation_sizes)])
         final = ch // 2 ** len(cfg.upsample_rates)
         self.act_post = Activation1d(final, param_dtype) if cfg.amp else None
-        self.conv_post = Conv1d(final, 2, 7, bias=cfg.use_bias_at_final, **kw)
+        self.conv_post = conv1d(final, 2, 7, bias=cfg.use_bias_at_final, **kw)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         cfg, n = self.cfg, len(self.cfg.resblock_kernel_sizes)
