@@ -463,6 +463,19 @@ def test_memory_check_before_loading(tmp_path, capsys, monkeypatch, fits):
     assert [c[0] for c in calls] == ["check_memory", "from_release"]
 
 
+
+def test_true_cfg_scale_refused_where_not_taken(tmp_path, capsys, monkeypatch):
+    """``--true-cfg-scale`` reaches only a make_request that takes ``true_cfg_scale``
+    (HunyuanVideo 1.0); elsewhere one error, before anything loads."""
+    from vidax import pipelines
+
+    calls = []
+    monkeypatch.setattr(pipelines, "family", lambda model_type: _fake_family(calls))
+    assert cli.main(_generate(tmp_path, "--true-cfg-scale", "3")) == 1
+    assert "--true-cfg-scale: wan2_1 has no true CFG" in capsys.readouterr().err
+    assert calls == []
+
+
 # ---------------------------------------------------------------------------------- demo
 @pytest.mark.parametrize("argv,model_type", [(["demo"], "wan2_1"),
                                              (["demo", "ltx_video"], "ltx_video")])

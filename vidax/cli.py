@@ -284,6 +284,11 @@ def cmd_generate(args) -> int:
             extra["audio"] = not args.no_audio
         if args.audio_out:
             _check_out(Path(args.audio_out), ".wav")
+        if args.true_cfg_scale is not None:
+            if "true_cfg_scale" not in accepts:
+                raise VidaxError(f"--true-cfg-scale: {args.model_type} has no true CFG beside "
+                                 "its guidance (hunyuan_video does); use --guidance-scale")
+            extra["true_cfg_scale"] = args.true_cfg_scale
         request = family.make_request(
             release.task, release.variant, args.prompt, negative_prompt=args.negative_prompt,
             image=args.image, last_image=args.last_image, frames=args.frames, size=args.size,
@@ -458,6 +463,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--steps", type=int, help="sampling steps (default: the release's)")
     s.add_argument("--guidance-scale", type=float,
                    help="classifier-free guidance (default: the release's)")
+    s.add_argument("--true-cfg-scale", type=float,
+                   help="HunyuanVideo 1.0: true classifier-free guidance with the negative "
+                        "prompt beside the embedded --guidance-scale (default 1: off)")
     s.add_argument("--shift", type=float, help="noise schedule shift (default: the release's)")
     s.add_argument("--sample-solver", choices=["unipc", "dpm++"],
                    help="Wan: the sampler (default unipc)")

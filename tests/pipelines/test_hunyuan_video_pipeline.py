@@ -22,6 +22,12 @@ max |diff| <= 1e-4 x std(reference); the schedule against diffusers' scheduler e
 token ids and masks against transformers' tokenizers exactly. Negative control: the Llama
 feature taken as ``hidden_states[-1]`` (final layer, final norm) must fail the bound. The CLI
 writes an mp4.
+
+True CFG: diffusers' same pipeline with ``negative_prompt`` and ``true_cfg_scale=3.0`` (its
+two DiT calls per step, the embedded guidance in both) against vidax's ``[prompt,
+negative]`` batch of 2, same bound. Negative controls: the guidance formula with the halves
+swapped (``v_prompt + s (v_neg - v_prompt)``) must fail, and so must the no-CFG result (the
+negative prompt ignored). The CLI takes ``--negative-prompt`` with ``--true-cfg-scale``.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+import copy  # noqa: E402
 import dataclasses  # noqa: E402
 import functools  # noqa: E402
 import json  # noqa: E402
@@ -41,7 +48,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from tests.models.hunyuan_video.test_hunyuan_video_dit import authors_state, diffusers_model  # noqa: E402
-from tests.parity import compare, randomize  # noqa: E402
+from tests.parity import assert_fails, assert_parity, compare, randomize  # noqa: E402
 from vidax.models.hunyuan_video.dit import HunyuanVideoDiTConfig  # noqa: E402
 from vidax.pipelines import hunyuan_video as hv  # noqa: E402
 
@@ -54,6 +61,8 @@ LLAMA = dict(vocab_size=320, hidden_size=32, intermediate_size=48, num_hidden_la
 CLIP = dict(vocab_size=320, hidden_size=24, intermediate_size=48, num_hidden_layers=2,
             num_attention_heads=2, max_position_embeddings=77)
 PROMPT = "a red bus drives through snow at night"
+#: Words of the tiny tokenizer's texts (a short negative: a different valid length).
+NEGATIVE, TRUE_CFG = "snow at night", 3.0
 
 
 def _tokenizer(folder, texts, specials, pad, template, **names):
@@ -134,9 +143,14 @@ def case(tmp_path_factory):
         latents = pipe(prompt=PROMPT, height=HEIGHT, width=WIDTH, num_frames=FRAMES,
                        num_inference_steps=STEPS, guidance_scale=GUIDANCE,
                        latents=torch.from_numpy(noise)[None], output_type="latent").frames
+        cfg_latents = pipe(prompt=PROMPT, negative_prompt=NEGATIVE, true_cfg_scale=TRUE_CFG,
+                           height=HEIGHT, width=WIDTH, num_frames=FRAMES,
+                           num_inference_steps=STEPS, guidance_scale=GUIDANCE,
+                           latents=torch.from_numpy(noise)[None], output_type="latent").frames
     return SimpleNamespace(root=root, noise=noise, scheduler=scheduler, tokenizer=tokenizer,
                            tokenizer_2=tokenizer_2,
-                           expected=latents[0].permute(1, 2, 3, 0).numpy())
+                           expected=latents[0].permute(1, 2, 3, 0).numpy(),
+                           expected_cfg=cfg_latents[0].permute(1, 2, 3, 0).numpy())
 
 
 @pytest.fixture(scope="module")
@@ -202,12 +216,62 @@ def test_negative_control_last_hidden_state(case, vidax_pipe, record_property, m
     assert stats["max_abs_diff"] > stats["bound"], stats
 
 
+def _cfg_request(case):
+    return hv.make_request("t2v", "tiny", PROMPT, negative_prompt=NEGATIVE,
+                           true_cfg_scale=TRUE_CFG, frames=FRAMES, size=(WIDTH, HEIGHT),
+                           steps=STEPS, guidance_scale=GUIDANCE, noise=case.noise)
+
+
+def test_true_cfg_matches_diffusers(case, vidax_pipe, record_property):
+    """True CFG with a negative prompt beside the embedded guidance; the no-CFG latents (the
+    negative prompt ignored) must not pass the same bound."""
+    request = _cfg_request(case)
+    assert request.true_cfg and vidax_pipe.dit_geometry(request).batch == 2
+    assert_parity("hunyuan_video_true_cfg_latents", vidax_pipe.sample(request=request),
+                  case.expected_cfg, record_property)
+    assert_fails("hunyuan_video_true_cfg_negative_ignored", case.expected, case.expected_cfg,
+                 record_property)
+
+
+def test_true_cfg_negative_control_swapped_guide(case, vidax_pipe, record_property):
+    """``v_prompt + s (v_neg - v_prompt)`` (the halves swapped) must not pass. A subclass: the
+    jitted step is cached per pipeline class."""
+    class Swapped(hv.Pipeline):
+        @staticmethod
+        def guide(cond, uncond, scale):
+            return cond + scale * (uncond - cond)
+
+    pipe = copy.copy(vidax_pipe)
+    pipe.__class__ = Swapped
+    assert_fails("hunyuan_video_true_cfg_swapped", pipe.sample(request=_cfg_request(case)),
+                 case.expected_cfg, record_property)
+
+
+def test_true_cfg_options():
+    from vidax.errors import VidaxError
+
+    off = hv.make_request("t2v", "tiny", PROMPT)
+    assert not off.true_cfg and off.negative_prompt is None and off.true_cfg_scale == 1.0
+    # the authors' default negative prompt when none (or an empty one) is given
+    for negative in (None, ""):
+        on = hv.make_request("t2v", "tiny", PROMPT, true_cfg_scale=2, negative_prompt=negative)
+        assert on.true_cfg and on.negative_prompt == hv.NEGATIVE_PROMPT
+    with pytest.raises(VidaxError, match="only with true CFG: give --true-cfg-scale"):
+        hv.make_request("t2v", "tiny", PROMPT, negative_prompt="blurry")
+    with pytest.raises(VidaxError, match="true_cfg_scale .* must be 1"):
+        hv.make_request("t2v", "tiny", PROMPT, true_cfg_scale=0.5)
+    with pytest.raises(VidaxError, match="true_cfg_scale must be a number"):
+        hv.make_request("t2v", "tiny", PROMPT, true_cfg_scale="x")
+
+
 def test_cli_writes_mp4(case, tmp_path):
+    """With true CFG: ``--negative-prompt`` and ``--true-cfg-scale`` reach make_request."""
     from vidax import cli
 
     out = tmp_path / "t2v.mp4"
     rc = cli.main(["generate", "hunyuan_video", "--checkpoint-dir", str(case.root), "--prompt",
-                   PROMPT, "--frames", "5", "--size", f"{WIDTH}x{HEIGHT}", "--steps", "2",
+                   PROMPT, "--negative-prompt", NEGATIVE, "--true-cfg-scale", "3",
+                   "--frames", "5", "--size", f"{WIDTH}x{HEIGHT}", "--steps", "2",
                    "--precision", "fp32", "--out", str(out)])
     assert rc == 0 and out.stat().st_size > 0
 
@@ -215,8 +279,6 @@ def test_cli_writes_mp4(case, tmp_path):
 def test_errors(case, tmp_path):
     from vidax.errors import VidaxError
 
-    with pytest.raises(VidaxError, match="true CFG with a negative prompt is not implemented"):
-        hv.make_request("t2v", "tiny", PROMPT, negative_prompt="blurry")
     with pytest.raises(VidaxError, match="multiples of 16"):
         hv.make_request("t2v", "tiny", PROMPT, size=(40, 32))
     with pytest.raises(VidaxError, match="mp_rank_00_model_states.pt"):

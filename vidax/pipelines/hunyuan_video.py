@@ -24,6 +24,15 @@
    ``t = 1000 sigma`` with the embedded guidance ``6.0 x 1000`` (the release is
    guidance-distilled: one DiT call per step, no negative prompt), then
    ``x <- x + (sigma_next - sigma) v``.
+
+   Optional true classifier-free guidance (``true_cfg_scale`` > 1: the authors'
+   ``--cfg-scale`` with ``--neg-prompt``, diffusers' ``true_cfg_scale`` with
+   ``negative_prompt``): the negative prompt is encoded as the prompt is (template, Llama,
+   CLIP), the DiT runs the ``[prompt, negative]`` pair as a batch of 2, both halves with the
+   same embedded guidance, and ``v = v_neg + true_cfg_scale (v_prompt - v_neg)``. Without a
+   negative prompt the authors' default (:data:`NEGATIVE_PROMPT`) is used, as their
+   ``sample_video.py`` does (diffusers would silently skip true CFG); a negative prompt with
+   ``true_cfg_scale`` 1 (the default) is an error, as neither reference would read it.
 4. Decoding: ``latents / 0.476986``, the causal VAE in diffusers' temporal tiles
    (``framewise=True``, diffusers' default; the authors tile too), frames ``(x + 1) / 2``
    clamped and truncated to uint8 as their ``save_videos_grid``.
@@ -50,9 +59,9 @@ and computes with the DiT's bfloat16 policy (float32 modulations, norms and resi
 float16) and the VAE in float32 (the authors: float16); latents and the sampler stay
 float32. ``"fp32"``: everything float32 at "highest" matmul precision.
 
-Not done: true classifier-free guidance with a negative prompt (the authors' ``cfg_scale``
-> 1; the release is guidance-distilled and runs without it by default), prompt rewriting,
-the fp8 DiT file, batch > 1, spatial VAE tiling, the I2V / 1.5 releases.
+Not done: the authors' ``guidance_rescale`` (0 in their sampler, not an option of
+``sample_video.py``), prompt rewriting, the fp8 DiT file, batch > 1, spatial VAE tiling,
+the I2V / 1.5 releases.
 """
 
 from __future__ import annotations
@@ -74,8 +83,9 @@ from vidax.models.llama.model import LlamaConfig
 from vidax.pipelines import memory
 from vidax.pipelines.base import (Defaults, Needed, Part, PipelineBase, Release, Request, Run,
                                   find_files, open_folder)
-from vidax.pipelines.inputs import read_json_config, refuse
+from vidax.pipelines.inputs import number, read_json_config, refuse
 from vidax.schedulers.flow_euler import FlowMatchEulerScheduler, flow_match_schedule  # noqa: F401
+from vidax.sharding import constrain_batch
 from vidax.text import Tokenizer
 
 MODEL_TYPE = "hunyuan_video"
@@ -94,6 +104,10 @@ PROMPT_TEMPLATE = (
     "environment, light, style and atmosphere.5. camera angles, movements, and transitions "
     "used in the video:<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n{}<|eot_id|>")
 CROP_START = 95
+#: The authors' default negative prompt (hyvideo/constants.py ``NEGATIVE_PROMPT``, used by
+#: their ``HunyuanVideoSampler.predict`` when ``--cfg-scale`` > 1 and no ``--neg-prompt``).
+NEGATIVE_PROMPT = ("Aerial view, aerial view, overexposed, low quality, deformation, a poor "
+                   "composition, bad hands, bad teeth, bad eyes, bad limbs, distortion")
 #: ``--text-len`` (Llama tokens after the crop) and ``--text-len-2`` (CLIP tokens).
 TEXT_LEN, CLIP_LEN = 256, 77
 #: ``--hidden-state-skip-layer``: the feature is ``hidden_states[-(2 + 1)]``.
@@ -168,23 +182,49 @@ def inspect_folder(folder, variant: str | None = None) -> Release:
 
 
 # ----------------------------------------------------------------------------- the request
-def make_request(task: str, variant: str, prompt: str, *, negative_prompt=None, image=None,
-                 last_image=None, sample_solver=None, noise=None, **options) -> Request:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class HunyuanVideoRequest(Request):
+    """:class:`vidax.pipelines.base.Request` with ``true_cfg_scale`` (1: no true CFG, then
+    ``negative_prompt`` is None)."""
+
+    true_cfg_scale: float = 1.0
+
+    @property
+    def true_cfg(self) -> bool:
+        return self.true_cfg_scale > 1
+
+
+def make_request(task: str, variant: str, prompt: str, *, negative_prompt=None,
+                 true_cfg_scale=None, image=None, last_image=None, sample_solver=None,
+                 noise=None, **options) -> HunyuanVideoRequest:
     """Validate and resolve a generation's options (:meth:`base.Request.resolve`'s; None:
     the release's default). ``guidance_scale`` is the EMBEDDED guidance (the authors'
-    ``--embedded-cfg-scale``, diffusers' ``guidance_scale``). ``negative_prompt``, ``image``,
+    ``--embedded-cfg-scale``, diffusers' ``guidance_scale``). ``true_cfg_scale`` (default 1:
+    off; > 1 runs true CFG, see the module docstring) with ``negative_prompt`` (default, and
+    when empty: :data:`NEGATIVE_PROMPT`; refused without ``true_cfg_scale`` > 1). ``image``,
     ``last_image`` and ``sample_solver`` exist for the CLI's common signature and are
     refused."""
     if task not in TASKS:
         raise VidaxError(f"HunyuanVideo task must be one of {TASKS}, got {task!r}")
     t2v = "HunyuanVideo 1.0 T2V is text-to-video only"
-    refuse("HunyuanVideo", negative_prompt=(
-        negative_prompt, "the release is guidance-distilled and runs one DiT call per step; "
-        "true CFG with a negative prompt is not implemented"), image=(image, t2v),
-        last_image=(last_image, t2v),
-        sample_solver=(sample_solver, "the sampler is fixed: flow-matching Euler"))
-    return Request.resolve(task, defaults_for(variant), prompt, size_multiple=SIZE_MULTIPLE,
-                           **options).with_noise(noise)
+    refuse("HunyuanVideo", image=(image, t2v), last_image=(last_image, t2v),
+           sample_solver=(sample_solver, "the sampler is fixed: flow-matching Euler"))
+    scale = number("true_cfg_scale", 1.0 if true_cfg_scale is None else true_cfg_scale)
+    if scale < 1:
+        raise VidaxError(f"true_cfg_scale (--true-cfg-scale) must be 1 (off, the default) or "
+                         f"more (true CFG with a negative prompt), got {scale!r}")
+    if negative_prompt is not None and not isinstance(negative_prompt, str):
+        raise VidaxError(f"the negative prompt must be a string, got "
+                         f"{type(negative_prompt).__name__}")
+    if negative_prompt and scale == 1:
+        raise VidaxError(
+            "HunyuanVideo reads --negative-prompt (negative_prompt) only with true CFG: give "
+            "--true-cfg-scale (true_cfg_scale) > 1 too. The release is guidance-distilled; "
+            "by default it runs one DiT call per step and no negative prompt")
+    return HunyuanVideoRequest.resolve(
+        task, defaults_for(variant), prompt, size_multiple=SIZE_MULTIPLE,
+        negative_prompt=(negative_prompt or NEGATIVE_PROMPT) if scale > 1 else None,
+        true_cfg_scale=scale, **options).with_noise(noise)
 
 
 # ----------------------------------------------------------------------------- the pipeline
@@ -218,10 +258,12 @@ class HunyuanVideoPipeline(PipelineBase):
         self.tokenizer_2 = Tokenizer(files["text_encoder_2_folder"], seq_len=CLIP_LEN,
                                      clean=None, special="file", pad_token="<|endoftext|>")
 
-    def dit_geometry(self, request: Request) -> memory.DiTGeometry:
-        """Batch 1 (embedded guidance), the video and the 256 text tokens in one attention."""
+    def dit_geometry(self, request: HunyuanVideoRequest) -> memory.DiTGeometry:
+        """Batch 1 (embedded guidance; 2 with true CFG), the video and the 256 text tokens in
+        one attention."""
         cfg = self.release.configs["dit"]
-        return memory.DiTGeometry(1, memory.patches(request.latent_shape, cfg.patch_size),
+        return memory.DiTGeometry(2 if request.true_cfg else 1,
+                                  memory.patches(request.latent_shape, cfg.patch_size),
                                   cfg.hidden_size, cfg.heads_num, cfg.mlp_dim, joint=TEXT_LEN)
 
     def vae_geometry(self, request: Request) -> memory.VAEGeometry:
@@ -247,23 +289,34 @@ class HunyuanVideoPipeline(PipelineBase):
         pooled = _encode_clip(graphdef, params, self._place(ids_2))
         return states, self._place(tokens.mask[:, CROP_START:]), pooled
 
-    def prepare(self, request: Request) -> Run:
-        """The prompt through both encoders; the embedded guidance is a DiT input (one call
-        per step, no ``"guidance_scale"``: no CFG)."""
-        with self._progress.phase("encoding the prompt (Llama, CLIP)"):
-            text, text_mask, pooled = self.encode_text([request.prompt])
+    def prepare(self, request: HunyuanVideoRequest) -> Run:
+        """The prompt (and with true CFG the negative prompt: the ``[prompt, negative]``
+        batch) through both encoders; the embedded guidance is a DiT input of both halves.
+        ``"guidance_scale"`` (true CFG: :meth:`PipelineBase.velocity`'s pair) only with
+        ``true_cfg_scale`` > 1, else one DiT call per step."""
+        prompts = [request.prompt] + ([request.negative_prompt] if request.true_cfg else [])
+        what = "prompt and the negative prompt" if request.true_cfg else "prompt"
+        with self._progress.phase(f"encoding the {what} (Llama, CLIP)"):
+            text, text_mask, pooled = self.encode_text(prompts)
         # diffusers: torch.tensor([g], dtype) * 1000.0, in float32
         guidance = jnp.float32(np.float32(request.guidance_scale) * np.float32(1000))
         inputs = {"text": text, "text_mask": text_mask, "pooled": pooled, "guidance": guidance}
+        cfg = ""
+        if request.true_cfg:
+            inputs["guidance_scale"] = jnp.float32(request.true_cfg_scale)
+            cfg = f", true CFG {request.true_cfg_scale:g}"
         return Run(self.initial_noise(request),
                    FlowMatchEulerScheduler(request.steps, request.shift), inputs,
                    nnx.split(self.dit), f"{request.steps} steps, shift {request.shift:g}, "
-                   f"embedded guidance {request.guidance_scale:g}")
+                   f"embedded guidance {request.guidance_scale:g}{cfg}")
 
     @staticmethod
     def predict(dit, x, t, inputs, compute_dtype):
-        return dit(x, t, inputs["text"], inputs["text_mask"], inputs["pooled"],
-                   inputs["guidance"], compute_dtype=compute_dtype)
+        """One DiT call; with true CFG ``x`` and the text inputs are the ``[prompt,
+        negative]`` batch of 2 (the embedded guidance, a scalar, serves both)."""
+        return dit(x, t, constrain_batch(inputs["text"]), constrain_batch(inputs["text_mask"]),
+                   constrain_batch(inputs["pooled"]), inputs["guidance"],
+                   compute_dtype=compute_dtype)
 
     def decode_latents(self, latents: jax.Array, on_chunk=None) -> jax.Array:
         """The causal VAE in diffusers' temporal tiles."""
