@@ -136,9 +136,15 @@ def word_tokenizer(folder: Path, words, specials: Mapping[str, Any], *,
     return _save_tokenizer(tok, folder, specials, config)
 
 
+#: Qwen2's pre-tokenizer split (the ``Split`` regex of Qwen2 / Qwen2.5-VL's ``tokenizer.json``,
+#: which transformers' ``Qwen2Tokenizer`` rebuilds: models/qwen2/tokenization_qwen2.py).
+QWEN2_SPLIT = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"""
+               r""" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
+
+
 def byte_level_tokenizer(folder: Path, texts, specials: Mapping[str, Any], *,
                          tokens=(), prepend: tuple[str, ...] = (),
-                         config: Mapping[str, Any] | None = None):
+                         config: Mapping[str, Any] | None = None, qwen2: bool = False):
     """A release's tokenizer folder with a byte-level BPE ``tokenizer.json`` (the kind
     Llama-3's and Qwen2's are: any text encodes, nothing is unknown), ``special_tokens_map.json``
     and ``tokenizer_config.json``. Returns the Tokenizer.
@@ -150,8 +156,9 @@ def byte_level_tokenizer(folder: Path, texts, specials: Mapping[str, Any], *,
     token) not among them. The special tokens are cut out of ``texts`` before training.
     ``prepend``: special tokens the post-processor puts before every sequence (Llama-3's
     ``<|begin_of_text|>``). ``config``: further ``tokenizer_config.json`` keys
-    (``chat_template``, ...). Deterministic: the same texts give the same file (the trainer
-    breaks ties by pair, not by hash order)."""
+    (``chat_template``, ...). ``qwen2``: Qwen2's normalizer (NFC) and pre-tokenizer
+    (:data:`QWEN2_SPLIT`, then bytes), the structure of Qwen2.5-VL's file. Deterministic:
+    the same texts give the same file (the trainer breaks ties by pair, not by hash order)."""
     import re
 
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
@@ -162,6 +169,13 @@ def byte_level_tokenizer(folder: Path, texts, specials: Mapping[str, Any], *,
     pieces = [p for t in texts for p in cut.split(t) if p]
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    if qwen2:
+        from tokenizers import Regex, normalizers
+
+        tok.normalizer = normalizers.NFC()
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tok.decoder = decoders.ByteLevel()
     tok.train_from_iterator(pieces, trainers.BpeTrainer(
         vocab_size=1 << 20, show_progress=False,

@@ -214,6 +214,9 @@ RELEASES = {
     "CogVideoX": ("cogvideox",
                   lambda f: "CogVideoX" in _class_name(f / "transformer" / "config.json")),
     "HunyuanVideo": ("hunyuan_video", lambda f: (f / "hunyuan-video-t2v-720p").is_dir()),
+    "HunyuanVideo-1.5": ("hunyuan_video1_5", lambda f: (f / "text_encoder" / "Glyph-SDXL-v2")
+                         .is_dir() or any("HunyuanVideo_1_5" in _class_name(c) for c in
+                                          (f / "transformer").glob("*/config.json"))),
     "LTX-Video": ("ltx_video", lambda f: any(f.glob("ltxv-*.safetensors"))),
 }
 
