@@ -477,6 +477,90 @@ def hunyuan_video() -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
+# HunyuanVideo-1.5
+# ---------------------------------------------------------------------------------------------
+HY15_QWEN = dict(vocab_size=1024, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+                 num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-6,
+                 rope_theta=1e6, rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]},
+                 bos_token_id=0, eos_token_id=0)  # replaced by _set_token_ids
+HY15_BYT5 = dict(d_model=32, d_kv=16, d_ff=48, num_layers=2, num_heads=2,
+                 feed_forward_proj="gated-gelu", is_encoder_decoder=False, vocab_size=384)
+HY15_SIGLIP = dict(hidden_size=24, intermediate_size=48, num_hidden_layers=2,
+                   num_attention_heads=2, image_size=28, patch_size=7)
+
+
+@layout("hunyuan_video1_5")
+def hunyuan_video1_5() -> dict:
+    """tencent/HunyuanVideo-1.5's ``ckpts/`` at tiny widths: the DiT as the authors'
+    ``HunyuanVideo_1_5_DiffusionTransformer`` names it (the DiT tests' ``authors_state``; its
+    key set is checked here against the release manifest's, block indices aside), float32 as
+    released, with its ``config.json`` in the authors' keys (the demo writes it for the
+    480p_t2v_distilled and 480p_i2v_distilled folders); the VAE in the authors' names (diffusers'
+    ``AutoencoderKLHunyuanVideo15`` through the VAE tests' conversion table) with the authors'
+    ``config.json`` keys; Qwen2.5-VL as transformers' ``Qwen2_5_VLForConditionalGeneration``
+    saves it (bfloat16), byT5 as the bare ``T5Stack`` state dict Glyph-SDXL-v2's
+    ``byt5_model.pt`` is (float32, the vocabulary widened by the demo's 4 color and 2 font
+    tokens; ``config`` is byt5-small's ``config.json`` at that width), SigLIP as
+    ``SiglipVisionModel.save_pretrained`` writes it (bfloat16)."""
+    import torch
+    from transformers import (Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration,
+                              SiglipVisionConfig, SiglipVisionModel, T5Config, T5EncoderModel)
+
+    from tests.models.hunyuan_video1_5.test_hunyuan_video1_5_dit import authors_state
+    from tests.models.hunyuan_video1_5.test_hunyuan_video1_5_vae import (_authors_keys,
+                                                                        _diffusers_vae)
+    from vidax.demo.hunyuan_video1_5 import COLORS, FONTS
+    from vidax.manifests import get_manifest
+    from vidax.models.hunyuan_video1_5.config import (HunyuanVideo15DiTConfig,
+                                                      HunyuanVideo15VAEConfig)
+
+    vae_cfg = HunyuanVideo15VAEConfig.tiny()
+    dit_cfg = dataclasses.replace(
+        HunyuanVideo15DiTConfig.tiny(), in_channels=vae_cfg.latent_channels,
+        out_channels=vae_cfg.latent_channels, text_states_dim=HY15_QWEN["hidden_size"],
+        byt5_states_dim=HY15_BYT5["d_model"], vision_states_dim=HY15_SIGLIP["hidden_size"],
+        ideal_resolution="480p", ideal_task="t2v")
+    dit_tensors = {k: list(v.shape) for k, v in authors_state(dit_cfg).items()}
+    release = get_manifest("hunyuan_video1_5/480p_t2v__dit")
+    assert ({re.sub(r"\.\d+\.", ".N.", k) for k in dit_tensors}
+            == {re.sub(r"\.\d+\.", ".N.", k) for k in release.tensors})
+    dit_config = {**{k: v for k, v in release.config.items()
+                     if k not in {f.name for f in dataclasses.fields(dit_cfg)}},
+                  **{f.name: getattr(dit_cfg, f.name) for f in dataclasses.fields(dit_cfg)}}
+    dit_config = {k: list(v) if isinstance(v, tuple) else v for k, v in dit_config.items()}
+    torch.manual_seed(0)
+    vae = _diffusers_vae(vae_cfg)
+    shapes = {k: list(v.shape) for k, v in vae.state_dict().items()}
+    vae_tensors = {old: shapes[new] for old, new in _authors_keys(vae_cfg, shapes).items()}
+    vae_config = dict(get_manifest("hunyuan_video1_5/base__vae").config,
+                      block_out_channels=list(vae_cfg.block_out_channels),
+                      latent_channels=vae_cfg.latent_channels)
+    qwen = Qwen2_5_VLForConditionalGeneration(
+        Qwen2_5_VLConfig(text_config=HY15_QWEN, vision_config=COSMOS_VISION, **HY15_QWEN))
+    widened = dict(HY15_BYT5, vocab_size=HY15_BYT5["vocab_size"] + len(COLORS) + len(FONTS))
+    byt5 = T5EncoderModel(T5Config(**widened)).encoder
+    siglip = SiglipVisionModel(SiglipVisionConfig(**HY15_SIGLIP))
+    layout = {
+        "dit": {"file": "transformer/480p_t2v_distilled/diffusion_pytorch_model.safetensors",
+                "dtype": "float32", "spec": ["hunyuan_video1_5", "dit", "original"],
+                "config": dit_config, "tensors": dit_tensors},
+        "vae": {"file": "vae/diffusion_pytorch_model.safetensors", "dtype": "float32",
+                "spec": ["hunyuan_video1_5", "vae", "original"], "config": vae_config,
+                "tensors": vae_tensors},
+        "text_encoder": _saved(qwen, torch.bfloat16, "text_encoder/llm/model.safetensors",
+                               ["reason1", "text_encoder", "transformers"]),
+        "byt5": {"file": "text_encoder/Glyph-SDXL-v2/checkpoints/byt5_model.pt",
+                 "dtype": "float32", "spec": ["t5", "encoder", "t5stack"],
+                 "config": T5Config(**widened).to_dict(), "tensors": _state_layout(byt5)},
+        "image_encoder": _saved(siglip, torch.bfloat16,
+                                "vision_encoder/siglip/image_encoder/model.safetensors",
+                                ["siglip", "vision_encoder", "transformers"]),
+    }
+    _set_token_ids("hunyuan_video1_5", layout)
+    return layout
+
+
+# ---------------------------------------------------------------------------------------------
 # LTX-2.x
 # ---------------------------------------------------------------------------------------------
 #: The tiny LTX-2.3 release of ``vidax demo ltx2_5``: ltx-core 1.0.0's classes at these

@@ -192,7 +192,8 @@ def test_demo_files_verify_and_convert_from_the_cli(model_type, tmp_path, capsys
         # converted at the demo's recorded config, which the folder's marker gives back
         info = converted.read_info(out)
         spec = registry.get(*key)
-        variant = "demo" if key[0] == model_type else f"demo-{model_type}"
+        name = layouts.SHARED_LAYOUTS.get(model_type, model_type)
+        variant = "demo" if key[0] == name else f"demo-{name}"
         assert converted.stored_config(out, spec, info) == spec.make_config(variant), info
 
 

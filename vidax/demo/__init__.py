@@ -14,7 +14,8 @@ byte; ``vidax verify`` and ``vidax convert`` accept each file the demo writes.
 
 A family module has ``TITLE`` (what the release is), ``FOLDER`` (its folder name under the
 cache folder), ``write(folder)``, ``GENERATE`` (the ``vidax generate`` options after
-``--checkpoint-dir``), optionally ``MODEL_TYPE`` (the pipeline it runs, default its key) and
+``--checkpoint-dir``; ``{folder}`` in one stands for the release folder, for a file the demo
+writes there), optionally ``MODEL_TYPE`` (the pipeline it runs, default its key) and
 ``COMPONENTS`` ((component, file relative to the folder) pairs).
 """
 
@@ -33,8 +34,10 @@ DEMOS: dict[str, str] = {
     "cogvideox": "vidax.demo.cogvideox",
     "cosmos2_5": "vidax.demo.cosmos2_5",
     "hunyuan_video": "vidax.demo.hunyuan_video",
+    "hunyuan_video1_5": "vidax.demo.hunyuan_video1_5",
     "ltx2_5": "vidax.demo.ltx2_5",
     "ltx2_5-2.5": "vidax.demo.ltx2_5_split",
+    "hunyuan_video1_5-i2v": "vidax.demo.hunyuan_video1_5_i2v",
 }
 
 
@@ -63,8 +66,9 @@ def family(model_type: str):
 def generate_argv(model_type: str, folder: Path, video: Path) -> list[str]:
     """The ``vidax generate`` arguments the demo runs: every option that determines the video."""
     mod = family(model_type)
+    options = [a.replace("{folder}", str(folder)) for a in mod.GENERATE]
     return ["generate", getattr(mod, "MODEL_TYPE", model_type), "--checkpoint-dir", str(folder),
-            *mod.GENERATE,
+            *options,
             "--out", str(video)]
 
 

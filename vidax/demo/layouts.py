@@ -23,6 +23,8 @@ from vidax.manifests import Manifest, TensorSpec
 
 DEMO_VARIANT = "demo"
 _TINY_DIR = "data/tiny"
+#: Demos that run another demo's release (another task of the same files): name -> layout.
+SHARED_LAYOUTS = {"hunyuan_video1_5-i2v": "hunyuan_video1_5"}
 
 
 @functools.cache
@@ -53,6 +55,7 @@ def demo_spec(name: str, component: str) -> tuple[str, str, str] | None:
     file names match the entry's file. None when the entry is no model (a scheduler)."""
     from vidax import registry
 
+    name = SHARED_LAYOUTS.get(name, name)
     entry = dict(_demo_layouts()).get(name, {}).get(component)
     if entry is None or not entry.get("tensors"):
         return None

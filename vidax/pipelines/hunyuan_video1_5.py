@@ -86,7 +86,8 @@ from vidax.pipelines import base, memory
 from vidax.pipelines.base import Needed, Part, PipelineBase, Run, find_files, open_folder
 from vidax.pipelines.image import (BUCKET_BASE, resize_cover_center_crop, resolution_bucket,
                                    siglip_pixels)
-from vidax.pipelines.inputs import load_image, read_json_config, refuse, to_unit_range
+from vidax.pipelines.inputs import (check_size, load_image, parse_size, read_json_config,
+                                    refuse, to_unit_range)
 from vidax.schedulers.flow_euler import FlowMatchEulerScheduler
 from vidax.sharding import constrain_batch
 from vidax.glyph import ByT5GlyphTokenizer
@@ -199,6 +200,11 @@ def _variant_folder(folder: Path, variant: str | None) -> str:
     found = sorted(p.name for p in (folder / "transformer").glob("*")
                    if (p / "config.json").is_file() and "_sr_" not in p.name)
     if variant is not None:
+        if "_sr_" in variant:
+            raise VidaxError(f"{folder}/transformer/{variant} is a super-resolution DiT, which "
+                             "vidax does not run yet (docs/models/hunyuan_video1_5.md: what is "
+                             "known of it); give a base release's folder: vidax writes the "
+                             "base-resolution video")
         if variant not in found:
             raise VidaxError(f"{folder}/transformer/{variant}: no such DiT folder (with its "
                              f"config.json); the release holds: {', '.join(found) or 'none'}")
@@ -311,7 +317,9 @@ def make_request(task: str, variant: str, prompt: str, *, negative_prompt=None, 
     """Validate and resolve a generation's options (:meth:`base.Request.resolve`'s; None:
     the release's default). ``guidance_scale`` > 1 runs true CFG with ``negative_prompt``
     (default empty, as the authors). ``aspect_ratio``: text-to-video's ``"W:H"``, the bucket
-    of that ratio (default 16:9; an explicit ``size`` is taken as given)."""
+    of that ratio (default 16:9; an explicit ``size`` is taken as given). Image-to-video:
+    the authors' bucket of the image's aspect ratio, unless a ``size`` is given (the image is
+    then resized to cover it and center-cropped, as to a bucket)."""
     if task not in TASKS:
         raise VidaxError(f"HunyuanVideo-1.5 task must be one of {TASKS}, got {task!r}")
     d = release.defaults if release is not None else defaults_for(variant)
@@ -332,13 +340,16 @@ def make_request(task: str, variant: str, prompt: str, *, negative_prompt=None, 
     if aspect_ratio is not None and (size is not None or image is not None):
         raise VidaxError("aspect_ratio picks a text-to-video bucket; it goes with neither an "
                          "explicit size nor an image (whose aspect ratio is used)")
+    vae = release.configs["vae"] if release is not None else HunyuanVideo15VAEConfig()
+    spatial, temporal = vae.spatial_compression_ratio, vae.temporal_compression_ratio
     vision = cond = None
     if image is not None:
-        if size is not None:
-            raise VidaxError("image-to-video takes its size from the image: the authors' "
-                             "bucket of its aspect ratio; give no --size")
         first = load_image(image)
-        height, width = resolution_bucket(first.shape[0], first.shape[1], d.bucket_base)
+        if size is None:
+            height, width = resolution_bucket(first.shape[0], first.shape[1], d.bucket_base)
+        else:
+            width, height = check_size(parse_size(size) if isinstance(size, str) else size,
+                                       spatial)
         vision = resize_cover_center_crop(first, height, width)
         cond, size = to_unit_range(vision), (width, height)
     elif aspect_ratio is not None:
@@ -351,8 +362,6 @@ def make_request(task: str, variant: str, prompt: str, *, negative_prompt=None, 
                              "two positive integers") from None
         height, width = resolution_bucket(h, w, d.bucket_base)
         size = (width, height)
-    vae = release.configs["vae"] if release is not None else HunyuanVideo15VAEConfig()
-    spatial, temporal = vae.spatial_compression_ratio, vae.temporal_compression_ratio
     request = Request.resolve(task, d, prompt, negative_prompt=negative_prompt, size=size,
                               steps=steps, size_multiple=spatial,
                               latent_channels=vae.latent_channels,

@@ -67,7 +67,7 @@ class HunyuanVideo15DiTConfig(DiTGeometry):
         for key, value in _FIXED.items():
             if key in d and d.pop(key) != value:
                 raise VidaxError(f"HunyuanVideo-1.5 DiT config {key}: only {value!r} (every "
-                                 "release) is implemented")
+                                 "base release) is implemented")
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(k for k in d if k not in names)
         if unknown:
