@@ -37,6 +37,7 @@ import numpy as np
 import pytest
 
 from tests.parity import assert_fails
+from tests.pipelines.test_image import _image as smooth_image
 from vidax.errors import VidaxError
 from vidax.pipelines import image as im
 
@@ -50,12 +51,7 @@ CROPS = [((211, 317), (128, 176)), ((97, 61), (160, 96)), ((300, 401), (272, 368
 
 
 def _image(height, width, seed=0):
-    rng = np.random.default_rng(seed)
-    y, x = np.mgrid[0:height, 0:width] / max(height, width)
-    smooth = np.stack([np.sin(2 * np.pi * (rng.uniform(1, 4) * x + rng.uniform(1, 4) * y))
-                       for _ in range(3)], -1)
-    noise = rng.uniform(-0.3, 0.3, (height, width, 3))
-    return np.clip((smooth * 0.6 + noise + 1) * 127.5, 0, 255).astype(np.uint8)
+    return smooth_image(height, width, seed)
 
 
 def _siglip_oracle(image, config):
