@@ -17,6 +17,8 @@ see the printed lines (``pytest -s``) and the docs' VAE section. Negative contro
 decoder resnet, exchanged in the saved file, must fail it; so must an unmasked mid-block
 attention. ``framewise=True`` (temporal tiles) is checked against diffusers' framewise
 encode/decode at 21 frames / 6 latent frames, where the one-pass output fails the bound.
+``tiled=`` (spatial tiles, alone and inside temporal tiles) is checked against diffusers'
+``enable_tiling()`` decode with small tiles; removing the blend must fail the bound.
 """
 
 from __future__ import annotations
@@ -167,3 +169,77 @@ def test_framewise_matches_diffusers(case, record_property):
     assert_parity("hunyuan_video_vae_framewise_decode", decoded, ref_video, record_property)
     one_pass = model.decode(z, normalized=False, clamp=False)
     assert_fails("hunyuan_video_vae_negative_one_pass", one_pass, ref_video, record_property)
+
+
+# ----------------------------------------------------------------------------- spatial tiles
+#: Small diffusers ``enable_tiling`` sizes: latent tiles of 4 x 4 every 2 (16 px blends), and
+#: temporal tiles of 4 latent frames every 2 (4-frame blends; the defaults are 5 every 3).
+SMALL_TILES = {"tile_sample_min_height": 32, "tile_sample_min_width": 32,
+               "tile_sample_stride_height": 16, "tile_sample_stride_width": 16,
+               "tile_sample_min_num_frames": 12, "tile_sample_stride_num_frames": 8}
+
+
+def test_tile_geometry():
+    """The decoder passes of a 720p 129-frame request (33 x 90 x 160 latents) at diffusers'
+    defaults: 11 temporal tiles (5 latent frames every 3, the last 3 long) of 4 x 7 spatial
+    tiles (32 every 24; the last row 18 tall, the last column 16 wide)."""
+    from vidax.models.hunyuan_video.vae import AUTHORS_TILES, TileSettings, tile_geometry
+
+    g = tile_geometry((33, 90, 160, 16), framewise=True, tiled=True)
+    assert g.count == 11 * 4 * 7 and g.latent == (5, 32, 32) and g.sample == (17, 256, 256)
+    assert set(g.shapes) == {(n, h, w) for n in (5, 3) for h in (32, 18) for w in (32, 16)}
+    assert tile_geometry((33, 90, 160), framewise=True).count == 11
+    g = tile_geometry((33, 90, 160), framewise=True, tiled=AUTHORS_TILES)   # 17 every 12
+    assert g.count == 3 * 4 * 7 and g.latent == (17, 32, 32) and g.sample == (65, 256, 256)
+    assert tile_geometry((3, 20, 30), tiled=True).count == 1          # below one tile
+    for bad in (TileSettings(stride_height=100), TileSettings(stride_width=264),
+                TileSettings(frames=18)):
+        with pytest.raises(VidaxError):
+            bad.spatial()
+    with pytest.raises(VidaxError):
+        tile_geometry((3, 8, 8), tiled="yes")
+
+
+@pytest.mark.slow
+def test_tiled_matches_diffusers(case, record_property):
+    """``tiled`` (with and without ``framewise``) against diffusers' ``enable_tiling()`` at
+    small tiles: 4 x 6 latents in 2 x 3 overlapping tiles (and 4 latent frames in 2 temporal
+    tiles, of 4 and 2: 12 decoder passes). One compiled program per distinct tile shape (8;
+    their compiles are most of this test's ~25 s on 2 cores). Negative control: the blend
+    removed (each tile's overlaps taken from the later tile alone) fails the bound."""
+    import torch
+
+    from vidax.models.hunyuan_video import vae
+    from vidax.models.hunyuan_video.vae import TileSettings, tile_geometry
+
+    ref, cfg = case.ref, case.config
+    rng = np.random.default_rng(4)
+    z = rng.standard_normal((1, 4, 4, 6, cfg.latent_channels)).astype(np.float32)
+    settings = TileSettings(32, 32, 16, 16, frames=12, stride_frames=8)
+    ref.enable_tiling(**SMALL_TILES)
+    ref.use_framewise_decoding = True
+    try:
+        with torch.no_grad():
+            ref_framewise = to_channels_last(ref.decode(to_ncthw(z)).sample)
+            ref_tiled = to_channels_last(ref.decode(to_ncthw(z[:, :2])).sample)
+    finally:
+        ref.disable_tiling()
+        ref.use_framewise_decoding = False
+    model = case.load()
+    vae._reconstruct.clear_cache()
+    calls = []
+    out = model.decode(z, normalized=False, clamp=False, framewise=True, tiled=settings,
+                       on_chunk=lambda done, total: calls.append((done, total)))
+    geometry = tile_geometry(z.shape[1:], framewise=True, tiled=settings)
+    assert calls[-1] == (12, 12) and geometry.count == 12
+    assert vae._reconstruct._cache_size() == len(geometry.shapes) == 8
+    assert_parity("hunyuan_video_vae_tiled_framewise", out, ref_framewise, record_property)
+    tiled = model.decode(z[:, :2], normalized=False, clamp=False, tiled=settings)
+    assert_parity("hunyuan_video_vae_tiled", tiled, ref_tiled, record_property)
+    original = vae._blend
+    try:
+        vae._blend = lambda *args, **kwargs: None
+        unblended = model.decode(z[:, :2], normalized=False, clamp=False, tiled=settings)
+    finally:
+        vae._blend = original
+    assert_fails("hunyuan_video_vae_negative_unblended", unblended, ref_tiled, record_property)

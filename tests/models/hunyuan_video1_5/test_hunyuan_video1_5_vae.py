@@ -19,7 +19,9 @@ for the posterior mean, its log-variance (9 frames -> 3 latent frames) and the d
 (3 latent frames -> 9 frames), before any clamp. Measured: see the printed lines
 (``pytest -s``) and the docs' VAE section. Negative controls: ``q`` <-> ``k`` of the encoder's
 mid-block attention, and ``conv1`` <-> ``conv2`` of one decoder block, exchanged in the saved
-file, must fail it; so must an unmasked mid-block attention.
+file, must fail it; so must an unmasked mid-block attention. ``decode(tiled=...)`` is checked
+against diffusers' ``tiled_decode`` (``enable_tiling`` with small tiles, the same attributes
+the authors' ``set_tile_sample_min_size`` sets); removing the blend must fail the bound.
 """
 
 from __future__ import annotations
@@ -224,3 +226,73 @@ def test_vae_single_frame(case, direction, record_property):
     out = case.check_input(case.load(), direction, x,
                            f"hunyuan_video1_5_vae_{direction}_1_frame", record_property)
     assert out.shape[1] == 1
+
+
+# ----------------------------------------------------------------------------- spatial tiles
+def test_tile_geometry():
+    """The decoder passes of a 720p 121-frame decode (31 x 45 x 80 latents): the authors'
+    256 px / 0.125 tiles are 16 x 16 latents every 14, 4 x 6 of them (last row 3 tall, last
+    column 10 wide), each over all 31 frames; diffusers' defaults (0.25: every 12) 4 x 7; the
+    authors' small-GPU 128 px / 0.25, 8 x 14."""
+    from vidax.models.hunyuan_video1_5.vae import (AUTHORS_SMALL_GPU_TILES, DIFFUSERS_TILES,
+                                                   TileSettings, tile_geometry)
+
+    g = tile_geometry((31, 45, 80, 32), tiled=True)
+    assert g.count == 24 and g.latent == (31, 16, 16) and g.sample == (121, 256, 256)
+    assert set(g.shapes) == {(31, h, w) for h in (16, 3) for w in (16, 10)}
+    assert tile_geometry((31, 45, 80), tiled=DIFFUSERS_TILES).count == 28
+    assert tile_geometry((31, 45, 80), tiled=AUTHORS_SMALL_GPU_TILES).count == 112
+    assert tile_geometry((31, 45, 80)).shapes == ((31, 45, 80),)
+    assert tile_geometry((31, 16, 16), tiled=True).count == 1           # one tile: untiled
+    with pytest.raises(VidaxError):     # 4-pixel latent tiles every 3 would keep 56, not 48 px
+        TileSettings(64, 64, 0.125).spatial()
+    with pytest.raises(VidaxError):
+        tile_geometry((3, 8, 8), tiled=256)
+
+
+@pytest.mark.slow
+def test_tiled_matches_diffusers(case, record_property):
+    """``decode(tiled=...)`` against diffusers' ``tiled_decode`` (``enable_tiling`` with
+    64 px tiles, 4 latent pixels, overlap 0.25 -- diffusers' default factor; the authors'
+    0.125 needs 8-pixel latent tiles for whole numbers, too big here): 6 x 8 latents in 2 x 3
+    overlapping tiles (latent stride 3, 16 px blends), 3 latent frames, batch 2 (decoded one
+    sample at a time, as the authors' and the reference's slicing). One compiled program per
+    distinct tile shape (4). Negative control: the blend removed (overlaps taken from the
+    later tile alone) fails the bound."""
+    import torch
+
+    from tests.parity import assert_fails, assert_parity, to_channels_last, to_ncthw
+    from vidax.models.hunyuan_video import vae as vae10
+    from vidax.models.hunyuan_video1_5 import vae
+    from vidax.models.hunyuan_video1_5.vae import TileSettings, tile_geometry
+
+    ref, cfg = case.ref, case.config
+    z = np.random.default_rng(4).standard_normal(
+        (BATCH, LATENT_FRAMES, 6, 8, cfg.latent_channels)).astype(np.float32)
+    ref.enable_tiling(tile_sample_min_height=64, tile_sample_min_width=64,
+                      tile_latent_min_height=4, tile_latent_min_width=4,
+                      tile_overlap_factor=0.25)
+    try:
+        with torch.no_grad():
+            expected = to_channels_last(ref.decode(to_ncthw(z)).sample)
+    finally:
+        ref.disable_tiling()
+    model = case.load()
+    settings = TileSettings(64, 64, 0.25)
+    vae._reconstruct.clear_cache()
+    calls = []
+    out = model.decode(z, normalized=False, clamp=False, tiled=settings,
+                       on_chunk=lambda done, total: calls.append((done, total)))
+    geometry = tile_geometry(z.shape[1:], tiled=settings)
+    assert calls[-1] == (12, 12) and geometry.count == 6      # per sample
+    assert vae._reconstruct._cache_size() == len(geometry.shapes) == 4
+    assert out.shape == expected.shape == (BATCH, 9, 96, 128, 3)
+    assert_parity("hunyuan_video1_5_vae_tiled", out, expected, record_property)
+    original = vae10._blend
+    try:
+        vae10._blend = lambda *args, **kwargs: None
+        unblended = model.decode(z, normalized=False, clamp=False, tiled=settings)
+    finally:
+        vae10._blend = original
+    assert_fails("hunyuan_video1_5_vae_negative_unblended", unblended, expected,
+                 record_property)

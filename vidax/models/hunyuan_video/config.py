@@ -212,3 +212,82 @@ class HunyuanVideoVAEConfig:
         if unknown:
             raise VidaxError(f"unknown HunyuanVideo VAE config keys {unknown}")
         return cls(**d)
+
+# ------------------------------------------------------------ VAE tiling (issue #14 addition)
+#: diffusers' framewise (temporal-tile) defaults: ``tile_sample_min_num_frames`` (a tile spans
+#: one frame more) and ``tile_sample_stride_num_frames``, in video frames.
+TILE_FRAMES, TILE_STRIDE = 16, 12
+#: diffusers' spatial-tile defaults (``enable_tiling``): ``tile_sample_min_height`` / ``_width``
+#: and ``tile_sample_stride_height`` / ``_width``, in output pixels.
+TILE_SIZE, TILE_SPATIAL_STRIDE = 256, 192
+
+
+@dataclass(frozen=True)
+class SpatialTiles:
+    """A spatial tiling as diffusers' ``tiled_decode`` loops (and the authors'
+    ``spatial_tiled_decode``) run it: latent tiles of ``tile`` (height, width) latent pixels
+    starting every ``stride``; each decoded tile's first ``blend`` output rows / columns
+    cross-faded from its upper / left neighbour's last ones, then its first ``keep`` rows /
+    columns kept. Tiling applies when the latent is larger than one tile in either direction."""
+
+    tile: tuple[int, int]
+    stride: tuple[int, int]
+    blend: tuple[int, int]
+    keep: tuple[int, int]
+
+    def applies(self, h: int, w: int) -> bool:
+        return h > self.tile[0] or w > self.tile[1]
+
+    def grid(self, h: int, w: int) -> list[tuple[int, int, int, int]]:
+        """``(top, left, height, width)`` of every latent tile, in raster order."""
+        return [(i, j, min(self.tile[0], h - i), min(self.tile[1], w - j))
+                for i in range(0, h, self.stride[0]) for j in range(0, w, self.stride[1])]
+
+
+@dataclass(frozen=True)
+class TileGeometry:
+    """The decoder passes of one tiled decode: the largest tile's ``latent`` ``(T, h, w)``
+    and its decoded ``sample`` ``(frames, H, W)``, the ``count`` of passes, and the distinct
+    latent tile ``shapes`` (one compiled program each)."""
+
+    latent: tuple[int, int, int]
+    sample: tuple[int, int, int]
+    count: int
+    shapes: tuple[tuple[int, int, int], ...]
+
+
+@dataclass(frozen=True)
+class TileSettings:
+    """diffusers' ``AutoencoderKLHunyuanVideo.enable_tiling`` sizes, in output pixels /
+    frames: ``tile_sample_min_height`` / ``_width`` and ``tile_sample_stride_height`` /
+    ``_width`` (defaults 256 and 192: also the authors' ``sample_size`` 256 with
+    ``tile_overlap_factor`` 0.25), ``tile_sample_min_num_frames`` /
+    ``tile_sample_stride_num_frames`` (16 and 12; the temporal tiles of ``framewise``).
+    Multiples of the spatial (temporal) ratio, strides positive and at most the size.
+    :data:`AUTHORS_TILES` is what the authors' ``AutoencoderKLCausal3D`` tiles with."""
+
+    height: int = TILE_SIZE
+    width: int = TILE_SIZE
+    stride_height: int = TILE_SPATIAL_STRIDE
+    stride_width: int = TILE_SPATIAL_STRIDE
+    frames: int = TILE_FRAMES
+    stride_frames: int = TILE_STRIDE
+
+    def spatial(self, ratio: int = 8) -> SpatialTiles:
+        pairs = ((self.height, self.stride_height, ratio), (self.width, self.stride_width, ratio),
+                 (self.frames, self.stride_frames, 4))
+        if any(size % r or stride % r or not 0 < stride <= size for size, stride, r in pairs):
+            raise VidaxError(f"HunyuanVideo VAE tiles {self}: sizes and strides must be "
+                             f"positive multiples of {ratio} px (4 frames), each stride at "
+                             "most its size")
+        return SpatialTiles((self.height // ratio, self.width // ratio),
+                            (self.stride_height // ratio, self.stride_width // ratio),
+                            (self.height - self.stride_height, self.width - self.stride_width),
+                            (self.stride_height, self.stride_width))
+
+
+#: The authors' tiles (``AutoencoderKLCausal3D`` with the release's ``sample_size`` 256,
+#: ``sample_tsize`` 64 and ``tile_overlap_factor`` 0.25, hyvideo/vae/autoencoder_kl_causal_3d.py
+#: at fa14b001; their pipeline's default ``--vae-tiling`` turns both on): diffusers' spatial
+#: defaults, temporal tiles of 64 frames every 48 (17 latent frames every 12) instead of 16 / 12.
+AUTHORS_TILES = TileSettings(frames=64, stride_frames=48)

@@ -18,7 +18,16 @@ What decides the numbers, beyond the layers themselves:
   3 latent frames apart, each as an independent clip, and cross-fades the overlaps
   (``_temporal_tiled_encode`` / ``_decode``). The numbers differ from the one-pass run; pass
   ``framewise=True`` to :meth:`HunyuanVideoVAE.encode` / ``decode`` to get diffusers' tiled
-  ones. Spatial tiling (``enable_tiling``) is not implemented.
+  ones.
+* **Spatial tiles (decode), diffusers' ``enable_tiling``.** ``decode(tiled=True)``: where the
+  latent is larger than 32 x 32 (256 px), overlapping 32 x 32 latent tiles every 24, each
+  decoded alone, their 64-pixel overlaps cross-faded left-to-right and top-to-bottom in
+  raster order (``tiled_decode``); inside each temporal tile when ``framewise`` is on too
+  (``_temporal_tiled_decode``). :class:`TileSettings` holds other sizes
+  (:data:`AUTHORS_TILES`: the authors' ``AutoencoderKLCausal3D`` tiles, the same spatially,
+  64-frame temporal tiles every 48 where diffusers' are 16 / 12);
+  :func:`tile_geometry` says which decoder passes a request makes. Encoding is never
+  spatially tiled here.
 * **Causal convs replicate-pad in every direction** (``HunyuanVideoCausalConv3d``:
   ``F.pad(mode="replicate")`` by ``k//2`` on each side of H and W, ``k-1`` copies of the first
   frame in front of T, none behind). Replicate padding is separable, so edge-padding H and W
@@ -47,7 +56,9 @@ import numpy as np
 from flax import nnx
 
 from vidax.errors import VidaxError
-from vidax.models.hunyuan_video.config import HunyuanVideoVAEConfig
+from vidax.models.hunyuan_video.config import (  # noqa: F401  (the tiling API, re-exported)
+    AUTHORS_TILES, TILE_FRAMES, TILE_SIZE, TILE_SPATIAL_STRIDE, TILE_STRIDE,
+    HunyuanVideoVAEConfig, SpatialTiles, TileGeometry, TileSettings)
 from vidax.nn.attention import attention
 from vidax.nn.causal_conv import CausalConv3d
 from vidax.nn.group_norm import GroupNorm
@@ -55,9 +66,6 @@ from vidax.nn.layers import Conv, KeyGen, Linear
 
 #: diffusers' ``DiagonalGaussianDistribution`` clamps the log-variance to this range.
 LOG_VAR_RANGE = (-30.0, 20.0)
-#: diffusers' framewise (temporal-tile) defaults: ``tile_sample_min_num_frames`` (a tile spans
-#: one frame more) and ``tile_sample_stride_num_frames``, in video frames.
-TILE_FRAMES, TILE_STRIDE = 16, 12
 #: Every GroupNorm of the model (resnets, attention, ``conv_norm_out``): diffusers hard-codes it.
 _EPS = 1e-6
 
@@ -116,8 +124,10 @@ class Attention(nnx.Module):
         y = self.group_norm(x).reshape(b, t * h * w, 1, c)
         # diffusers' prepare_causal_attention_mask: key frame <= query frame (tokens in
         # (t, h, w) order, as its permute(0, 2, 3, 4, 1).flatten(1, 3)).
-        frame = np.repeat(np.arange(t), h * w)
-        mask = jnp.asarray(frame[None, :] <= frame[:, None])[None, None]
+        # Built in the program from an iota (XLA fuses it into the select), not a host
+        # constant of L x L booleans (12 GB at 720p untiled).
+        frame = jnp.arange(t * h * w, dtype=jnp.int32) // (h * w)
+        mask = (frame[None, :] <= frame[:, None])[None, None]
         out = attention(self.to_q(y), self.to_k(y), self.to_v(y), mask=mask)
         return self.to_out(out.reshape(b, t, h, w, c)) + x
 
@@ -308,7 +318,8 @@ class HunyuanVideoVAE(nnx.Module):
         return (mean, jnp.clip(log_var, *LOG_VAR_RANGE)) if return_log_var else mean
 
     def decode(self, latents, *, normalized: bool = True, clamp: bool = True,
-               framewise: bool = False, on_chunk=None) -> np.ndarray:
+               framewise: bool = False, tiled: bool | TileSettings = False,
+               on_chunk=None) -> np.ndarray:
         """Latents ``[B, T', h, w, latent_channels]`` -> video ``[B, 4(T'-1) + 1, 8h, 8w,
         out_channels]`` (numpy, float32).
 
@@ -317,36 +328,43 @@ class HunyuanVideoVAE(nnx.Module):
         framewise decoding off. The output is clamped to [-1, 1] unless ``clamp=False``
         (diffusers clamps later, in its video post-processing). ``framewise=True``: diffusers'
         default ``use_framewise_decoding`` instead -- above 4 latent frames, temporal tiles of
-        5 latent frames every 3, blended (``_temporal_tiled_decode``); each tile goes to host
-        memory as soon as it is decoded. ``on_chunk(done, total)``, if given, is called after
-        each tile (or the one whole decode): progress.
+        5 latent frames every 3, blended (``_temporal_tiled_decode``). ``tiled``: diffusers'
+        ``enable_tiling()`` (``True``: its default 256 px tiles every 192 px; or a
+        :class:`TileSettings`, whose temporal sizes then also set ``framewise``'s tiles;
+        :data:`AUTHORS_TILES` with ``framewise=True`` is the authors' decode) -- where the
+        latent is larger than a tile, overlapping spatial tiles, blended (``tiled_decode``);
+        with ``framewise`` too, inside each temporal tile, as diffusers does. Each decoder
+        pass is one jitted program per tile shape; its output goes to host memory at once
+        and the blending runs there. ``on_chunk(done, total)``, if given, is called after
+        each decoder pass: progress (:func:`tile_geometry` counts them).
         """
         cfg = self.config
         if getattr(latents, "ndim", None) != 5 or latents.shape[-1] != cfg.latent_channels:
             raise VidaxError(f"HunyuanVideo VAE decode takes latents [B, T, h, w, "
                              f"{cfg.latent_channels}], got shape "
                              f"{tuple(getattr(latents, 'shape', ()))}")
+        settings = _settings(tiled)
+        spatial = None if settings is None else settings.spatial(cfg.spatial_compression_ratio)
+        total = tile_geometry(latents.shape[1:4], framewise=framewise, tiled=tiled,
+                              config=cfg).count
         z = jnp.asarray(latents, jnp.float32)
         if normalized:
             z = z / cfg.scaling_factor
         graphdef, state = nnx.split(self)
-        if framewise and z.shape[1] > TILE_FRAMES // 4:
-            tiles = -(-z.shape[1] // (TILE_STRIDE // 4))
-            done = iter(range(1, tiles + 1))
+        one = counted(lambda x: np.asarray(_reconstruct(graphdef, state, x)), total, on_chunk)
 
-            def run(x):
-                out = np.asarray(_reconstruct(graphdef, state, x))
-                if on_chunk is not None:
-                    on_chunk(next(done), tiles)
-                return out
+        def piece(x):
+            if spatial is not None and spatial.applies(*x.shape[2:4]):
+                return spatially_tiled(one, x, spatial, cfg.spatial_compression_ratio)
+            return one(x)
 
-            video = self._temporal_tiled(run, z, TILE_FRAMES // 4, TILE_STRIDE // 4,
-                                         TILE_FRAMES - TILE_STRIDE, 4 * (z.shape[1] - 1) + 1,
-                                         scale=1)
+        temporal = settings or TileSettings()
+        frames, stride = temporal.frames, temporal.stride_frames
+        if framewise and z.shape[1] > frames // 4:
+            video = self._temporal_tiled(piece, z, frames // 4, stride // 4, frames - stride,
+                                         4 * (z.shape[1] - 1) + 1, scale=1)
         else:
-            video = np.asarray(_reconstruct(graphdef, state, z))
-            if on_chunk is not None:
-                on_chunk(1, 1)
+            video = piece(z)
         return np.clip(video, -1.0, 1.0) if clamp else video
 
     @staticmethod
@@ -376,6 +394,102 @@ class HunyuanVideoVAE(nnx.Module):
                     out[:, j] = prev[:, prev.shape[1] - n + j] * (1 - w) + out[:, j] * w
             kept.append(out[:, :out_stride + (i == 0)])
         return np.concatenate(kept, axis=1)[:, :length]
+
+
+# --------------------------------------------------------------------------- spatial tiles
+def _blend(a: np.ndarray, b: np.ndarray, extent: int, axis: int) -> None:
+    """diffusers' ``blend_v`` / ``blend_h`` / ``blend_t`` (in place on ``b``): its first
+    ``n = min(extent, both sizes)`` entries along ``axis`` become ``a``'s last ``n`` times
+    ``1 - k/n`` plus themselves times ``k/n`` (float32 weights)."""
+    n = min(a.shape[axis], b.shape[axis], extent)
+    if n <= 0:
+        return
+    shape = [1] * b.ndim
+    shape[axis] = n
+    k = np.arange(n, dtype=np.float64) / n
+    head = (slice(None),) * axis
+    b[head + (slice(0, n),)] = (a[head + (slice(a.shape[axis] - n, None),)]
+                                * (1 - k).astype(np.float32).reshape(shape)
+                                + b[head + (slice(0, n),)] * k.astype(np.float32).reshape(shape))
+
+
+def spatially_tiled(run, z, tiles: SpatialTiles, ratio: int) -> np.ndarray:
+    """diffusers' ``tiled_decode`` over latents ``z [B, T, h, w, C]``: ``run`` (one decoder
+    pass, returning host numpy ``[B, F, H, W, 3]``) on each tile in raster order; each decoded
+    tile is blended as soon as it arrives with its already-blended upper and left neighbours
+    (the order diffusers' in-place loops give), on the host; only the previous row of tiles
+    is kept. Output cut to ``ratio * (h, w)``."""
+    h, w = z.shape[2:4]
+    rows, prev, row = [], None, []
+    grid = tiles.grid(h, w)
+    for n, (i, j, th, tw) in enumerate(grid):
+        tile = np.array(run(z[:, :, i:i + th, j:j + tw]), np.float32)
+        if prev is not None:
+            _blend(prev[len(row)], tile, tiles.blend[0], axis=2)
+        if row:
+            _blend(row[-1], tile, tiles.blend[1], axis=3)
+        row.append(tile)
+        if n + 1 == len(grid) or grid[n + 1][0] != i:
+            rows.append(np.concatenate([t[:, :, :tiles.keep[0], :tiles.keep[1]] for t in row],
+                                       axis=3))
+            prev, row = row, []
+    return np.concatenate(rows, axis=2)[:, :, :ratio * h, :ratio * w]
+
+
+def _settings(tiled) -> TileSettings | None:
+    if tiled is True:
+        return TileSettings()
+    if tiled is False or tiled is None:
+        return None
+    if not isinstance(tiled, TileSettings):
+        raise VidaxError(f"HunyuanVideo VAE decode: tiled must be a bool or a "
+                         f"vidax.models.hunyuan_video.vae.TileSettings, got {tiled!r}")
+    return tiled
+
+
+def _temporal_starts(t: int, framewise: bool, settings: TileSettings | None
+                     ) -> list[tuple[int, int]]:
+    """``(first, length)`` latent frames of each framewise tile (diffusers'
+    ``_temporal_tiled_decode``: above ``frames / 4`` latent frames, ``frames / 4 + 1`` every
+    ``stride_frames / 4``); one span otherwise."""
+    settings = settings or TileSettings()
+    tile, stride = settings.frames // 4, settings.stride_frames // 4
+    if not framewise or t <= tile:
+        return [(0, t)]
+    return [(i, min(tile + 1, t - i)) for i in range(0, t, stride)]
+
+
+def counted(decode, total: int, on_chunk=None):
+    """``decode`` calling ``on_chunk(done, total)`` after each of its calls (one decoder pass
+    of a tiled decode; the pipelines' progress)."""
+    done = iter(range(1, total + 1))
+
+    def one(x):
+        out = decode(x)
+        if on_chunk is not None:
+            on_chunk(next(done), total)
+        return out
+
+    return one
+
+
+def tile_geometry(latent_shape, *, framewise: bool = False, tiled=False,
+                  config: HunyuanVideoVAEConfig | None = None) -> TileGeometry:
+    """The decoder passes :meth:`HunyuanVideoVAE.decode` makes for latents ``(T, h, w[, C])``
+    with these ``framewise`` / ``tiled`` options (for memory estimates)."""
+    ratio = 8 if config is None else config.spatial_compression_ratio
+    t, h, w = latent_shape[:3]
+    settings = _settings(tiled)
+    spatial = None if settings is None else settings.spatial(ratio)
+    shapes = []
+    for _, n in _temporal_starts(t, framewise, settings):
+        if spatial is not None and spatial.applies(h, w):
+            shapes += [(n, th, tw) for _, _, th, tw in spatial.grid(h, w)]
+        else:
+            shapes.append((n, h, w))
+    largest = max(shapes, key=lambda s: s[0] * s[1] * s[2])
+    return TileGeometry(largest, (4 * (largest[0] - 1) + 1, ratio * largest[1],
+                                  ratio * largest[2]), len(shapes), tuple(dict.fromkeys(shapes)))
 
 
 # One jitted program per direction and input shape.

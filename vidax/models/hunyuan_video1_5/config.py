@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vidax.errors import VidaxError
-from vidax.models.hunyuan_video.config import DiTGeometry
+from vidax.models.hunyuan_video.config import DiTGeometry, SpatialTiles
 
 # ------------------------------------------------------------------------- DiT
 # Options of the authors' class for which vidax implements one value: every release's.
@@ -267,3 +267,45 @@ class HunyuanVideo15VAEConfig:
         if unknown:
             raise VidaxError(f"unknown HunyuanVideo-1.5 VAE config keys {unknown}")
         return cls(**d)
+
+
+# ------------------------------------------------------------ VAE tiling (issue #14 addition)
+@dataclass(frozen=True)
+class TileSettings:
+    """The spatial tiles of a tiled decode, in output pixels: ``height`` / ``width`` are
+    diffusers' ``tile_sample_min_height`` / ``_width`` (the authors' single
+    ``tile_sample_min_size``), ``overlap`` its and the authors' ``tile_overlap_factor``. The
+    latent tile is ``size // 16`` (the authors' ``set_tile_sample_min_size`` and diffusers'
+    constructor; diffusers' ``enable_tiling`` leaves ``tile_latent_min_*`` as they were unless
+    passed too). Latent tiles start every ``int(latent * (1 - overlap))``, blend
+    ``int(size * overlap)`` output pixels and keep ``size - blend`` of them; that must equal
+    the latent stride times 16 (else the tiles would not add up to the frame: the authors'
+    ``set_tile_sample_min_size`` asserts the related ``latent * overlap`` is whole)."""
+
+    height: int = 256
+    width: int = 256
+    overlap: float = 0.125
+
+    def spatial(self, ratio: int = 16) -> SpatialTiles:
+        dims = []
+        for size in (self.height, self.width):
+            latent = size // ratio
+            stride = int(latent * (1 - self.overlap))
+            blend = int(size * self.overlap)
+            if size <= 0 or size % ratio or not 0 < stride <= latent or \
+                    (size - blend) != stride * ratio:
+                raise VidaxError(f"HunyuanVideo-1.5 VAE tiles {self}: need sizes that are "
+                                 f"multiples of {ratio} px with size * (1 - overlap) a whole "
+                                 f"number of latent pixels (e.g. 256 px with 0.125 or 0.25)")
+            dims.append((latent, stride, blend, size - blend))
+        (lh, sh, bh, kh), (lw, sw, bw, kw) = dims
+        return SpatialTiles((lh, lw), (sh, sw), (bh, bw), (kh, kw))
+
+
+#: What the authors' pipeline decodes with (``get_vae_inference_config``, hyvideo/pipelines/
+#: hunyuan_video_pipeline.py at 60783e70): 256 px tiles, overlap 0.125, on GPUs above 21 GB;
+#: ``AUTHORS_SMALL_GPU_TILES`` (128 px, 0.25) below. diffusers' ``enable_tiling()`` defaults
+#: are ``DIFFUSERS_TILES`` (256 px, 0.25).
+AUTHORS_TILES = TileSettings(256, 256, 0.125)
+AUTHORS_SMALL_GPU_TILES = TileSettings(128, 128, 0.25)
+DIFFUSERS_TILES = TileSettings(256, 256, 0.25)

@@ -11,7 +11,17 @@ What decides the numbers, beyond the layers themselves:
 * **The whole clip in one pass.** With tiling off (the default of both the authors' class and
   diffusers'), ``encode`` / ``decode`` run the encoder and decoder on every frame at once; the
   mid-block attention sees all of them. This port does the same: one jitted program per
-  direction and input shape. Spatial tiling is not implemented.
+  direction and input shape.
+* **Spatial tiles (decode), as the authors' pipeline runs it.** The authors' pipeline always
+  decodes inside ``memory_efficient_context`` (tiling and batch slicing on) with 256 px tiles,
+  overlap 0.125 on GPUs above 21 GB (128 px, 0.25 below). ``decode(tiled=True)`` does that:
+  where the latent is larger than 16 x 16, 16 x 16 latent tiles every 14, each decoded alone
+  over *all* frames (neither the authors nor diffusers tile this VAE in time: the authors'
+  temporal tiling raises), their 32-pixel overlaps cross-faded left-to-right and
+  top-to-bottom in raster order (``spatial_tiled_decode``, the same computation as diffusers'
+  ``tiled_decode``). :class:`TileSettings` holds other sizes (:data:`DIFFUSERS_TILES`:
+  diffusers' ``enable_tiling()`` defaults, 256 px and 0.25); :func:`tile_geometry` says which
+  decoder passes a request makes. Encoding is never tiled here.
 * **RMS_norm is an L2 normalisation** over channels (``F.normalize``, a 1e-12 floor on the
   norm) times ``sqrt(C)`` and ``gamma``; no bias, no mean. It is
   :class:`vidax.models.wan2_1.vae.RMSNorm`, the same function.
@@ -51,8 +61,10 @@ import numpy as np
 from flax import nnx
 
 from vidax.errors import VidaxError
-from vidax.models.hunyuan_video.vae import CausalConv
-from vidax.models.hunyuan_video1_5.config import HunyuanVideo15VAEConfig, Resampler
+from vidax.models.hunyuan_video.vae import CausalConv, TileGeometry, counted, spatially_tiled
+from vidax.models.hunyuan_video1_5.config import (  # noqa: F401  (the tiling API, re-exported)
+    AUTHORS_SMALL_GPU_TILES, AUTHORS_TILES, DIFFUSERS_TILES, HunyuanVideo15VAEConfig, Resampler,
+    TileSettings)
 from vidax.models.wan2_1.vae import RMSNorm
 from vidax.nn.attention import attention
 from vidax.nn.layers import Conv, KeyGen
@@ -122,8 +134,10 @@ class AttnBlock(nnx.Module):
         y = self.norm(x)
         q, k, v = (proj(y).reshape(b, t * h * w, 1, c) for proj in (self.q, self.k, self.v))
         # Tokens in (f, h, w) order: key frame <= query frame.
-        frame = np.repeat(np.arange(t), h * w)
-        mask = jnp.asarray(frame[None, :] <= frame[:, None])[None, None]
+        # Built in the program from an iota (XLA fuses it into the select), not a host
+        # constant of L x L booleans (12 GB at 720p untiled).
+        frame = jnp.arange(t * h * w, dtype=jnp.int32) // (h * w)
+        mask = (frame[None, :] <= frame[:, None])[None, None]
         out = attention(q, k, v, mask=mask).reshape(b, t, h, w, c)
         return x + self.proj_out(out)
 
@@ -307,13 +321,22 @@ class HunyuanVideo15VAE(nnx.Module):
             mean = mean * cfg.scaling_factor
         return (mean, jnp.clip(log_var, *LOG_VAR_RANGE)) if return_log_var else mean
 
-    def decode(self, latents, *, normalized: bool = True, clamp: bool = True) -> np.ndarray:
+    def decode(self, latents, *, normalized: bool = True, clamp: bool = True,
+               tiled: bool | TileSettings = False, on_chunk=None) -> np.ndarray:
         """Latents ``[B, T', h, w, latent]`` -> video ``[B, 4(T'-1) + 1, 16h, 16w,
         out_channels]`` (numpy, float32).
 
         Mirrors the pipeline's ``latents / scaling_factor`` (skipped with
-        ``normalized=False``) and ``AutoencoderKLConv3D.decode`` (tiling off). The output
-        is clamped to [-1, 1] unless ``clamp=False`` (the pipelines clamp in their
+        ``normalized=False``) and ``AutoencoderKLConv3D.decode``: tiling off by default (the
+        class default); ``tiled=True``: the authors' pipeline's (``memory_efficient_context``
+        with :data:`AUTHORS_TILES`, 256 px tiles, overlap 0.125), or a :class:`TileSettings`
+        (:data:`DIFFUSERS_TILES`: diffusers' ``enable_tiling()``). Tiled, where the latent
+        is larger than one tile: overlapping spatial tiles over all frames, one sample at a
+        time (the context's ``enable_slicing``), one jitted program per tile shape, each
+        tile's output on the host at once, blended there (``spatial_tiled_decode`` /
+        ``tiled_decode``). ``on_chunk(done, total)``, if given, is
+        called after each decoder pass (:func:`tile_geometry` counts them). The output is
+        clamped to [-1, 1] unless ``clamp=False`` (the pipelines clamp in their
         post-processing).
         """
         cfg = self.config
@@ -321,12 +344,56 @@ class HunyuanVideo15VAE(nnx.Module):
         if len(shape) != 5 or shape[-1] != cfg.latent_channels or shape[1] < 1:
             raise VidaxError(f"HunyuanVideo-1.5 VAE decode takes latents [B, T, h, w, "
                              f"{cfg.latent_channels}]; got shape {shape}")
+        settings = _settings(tiled)
+        spatial = None if settings is None else settings.spatial(cfg.spatial_compression_ratio)
+        slices = spatial is not None and spatial.applies(*shape[2:4])
+        total = tile_geometry(shape[1:4], tiled=tiled, config=cfg).count * (
+            shape[0] if slices else 1)
         z = jnp.asarray(latents, jnp.float32)
         if normalized:
             z = z / cfg.scaling_factor
         graphdef, state = nnx.split(self)
-        video = np.asarray(_reconstruct(graphdef, state, z))
+        one = counted(lambda x: np.asarray(_reconstruct(graphdef, state, x)), total, on_chunk)
+
+        if slices:   # one sample at a time, as memory_efficient_context's slicing
+            video = np.concatenate([spatially_tiled(one, z[i:i + 1], spatial,
+                                                    cfg.spatial_compression_ratio)
+                                    for i in range(shape[0])])
+        else:
+            video = one(z)
         return np.clip(video, -1.0, 1.0) if clamp else video
+
+
+# --------------------------------------------------------------------------- spatial tiles
+def _settings(tiled) -> TileSettings | None:
+    if tiled is True:
+        return AUTHORS_TILES
+    if tiled is False or tiled is None:
+        return None
+    if not isinstance(tiled, TileSettings):
+        raise VidaxError(f"HunyuanVideo-1.5 VAE decode: tiled must be a bool or a "
+                         f"vidax.models.hunyuan_video1_5.vae.TileSettings, got {tiled!r}")
+    return tiled
+
+
+def tile_geometry(latent_shape, *, tiled=False,
+                  config: HunyuanVideo15VAEConfig | None = None) -> TileGeometry:
+    """The decoder passes :meth:`HunyuanVideo15VAE.decode` makes for latents ``(T, h, w[, C])``
+    (for memory estimates), per sample: with ``tiled`` on and the latent larger than a tile,
+    one per spatial tile, each over every frame of one sample (nobody tiles this VAE in time;
+    ``decode`` then runs the samples of a batch one after another); else one pass over the
+    whole batch."""
+    ratio = 16 if config is None else config.spatial_compression_ratio
+    t, h, w = latent_shape[:3]
+    settings = _settings(tiled)
+    spatial = None if settings is None else settings.spatial(ratio)
+    if spatial is not None and spatial.applies(h, w):
+        shapes = [(t, th, tw) for _, _, th, tw in spatial.grid(h, w)]
+    else:
+        shapes = [(t, h, w)]
+    largest = max(shapes, key=lambda s: s[1] * s[2])
+    return TileGeometry(largest, (4 * (t - 1) + 1, ratio * largest[1], ratio * largest[2]),
+                        len(shapes), tuple(dict.fromkeys(shapes)))
 
 
 # One jitted program per direction and input shape.
