@@ -352,3 +352,28 @@ def test_bad_input(case, pipes):
         hp.inspect_folder(case.root)
     with pytest.raises(VidaxError, match="no such DiT folder"):
         hp.inspect_folder(case.root, variant="720p_t2v")
+
+
+def test_memory_is_checked_before_loading(case, monkeypatch):
+    """The estimate (DiT step with CFG, the tiled decode) before any weight is read; an
+    impossible size refused with the numbers."""
+    from tests.pipelines.memory_checks import check_before_loading
+
+    module = SimpleNamespace(Pipeline=hp.Pipeline, inspect_folder=lambda folder: (
+        hp.inspect_folder(folder, variant="480p_i2v")))
+
+    def make(release, size, frames):
+        return hp.make_request("i2v", release.variant, PROMPT, image=_image(48, 64),
+                               size=size, frames=frames or FRAMES, release=release)
+
+    check_before_loading(module, case.root, make, monkeypatch)
+
+
+def test_720p_decode_is_tiled():
+    """121 frames at 1280x720 decode in the authors' 24 spatial tiles of 256 px over all 31
+    latent frames (the memory estimate's chunk), not in one pass."""
+    from vidax.models.hunyuan_video1_5.vae import tile_geometry
+
+    tiles = tile_geometry((31, 45, 80), tiled=hp.AUTHORS_TILES)
+    assert (tiles.count, tiles.latent, tiles.sample) == (24, (31, 16, 16), (121, 256, 256))
+    assert tile_geometry((31, 45, 80)).count == 1

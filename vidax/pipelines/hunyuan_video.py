@@ -34,8 +34,9 @@
    ``sample_video.py`` does (diffusers would silently skip true CFG); a negative prompt with
    ``true_cfg_scale`` 1 (the default) is an error, as neither reference would read it.
 4. Decoding: ``latents / 0.476986``, the causal VAE in diffusers' temporal tiles
-   (``framewise=True``, diffusers' default; the authors tile too), frames ``(x + 1) / 2``
-   clamped and truncated to uint8 as their ``save_videos_grid``.
+   (``framewise=True``, diffusers' default; the authors tile too), each in diffusers'
+   ``enable_tiling()`` spatial tiles (256 px every 192) where the frame is larger; frames
+   ``(x + 1) / 2`` clamped and truncated to uint8 as their ``save_videos_grid``.
 
 Release folder (the authors' ``ckpts/`` as their README lays it out; only this layout is
 read -- the hunyuanvideo-community diffusers conversion is not)::
@@ -60,8 +61,7 @@ float16) and the VAE in float32 (the authors: float16); latents and the sampler 
 float32. ``"fp32"``: everything float32 at "highest" matmul precision.
 
 Not done: the authors' ``guidance_rescale`` (0 in their sampler, not an option of
-``sample_video.py``), prompt rewriting, the fp8 DiT file, batch > 1, spatial VAE tiling,
-the I2V / 1.5 releases.
+``sample_video.py``), prompt rewriting, the fp8 DiT file, batch > 1, the I2V release.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ from vidax import registry
 from vidax.errors import VidaxError
 from vidax.models.clip.model import CLIPTextConfig
 from vidax.models.hunyuan_video.dit import HunyuanVideoDiTConfig
-from vidax.models.hunyuan_video.vae import TILE_FRAMES, TILE_STRIDE, HunyuanVideoVAEConfig
+from vidax.models.hunyuan_video.vae import HunyuanVideoVAEConfig, tile_geometry
 from vidax.models.llama.model import LlamaConfig
 from vidax.pipelines import memory
 from vidax.pipelines.base import (Defaults, Needed, Part, PipelineBase, Release, Request, Run,
@@ -267,15 +267,13 @@ class HunyuanVideoPipeline(PipelineBase):
                                   cfg.hidden_size, cfg.heads_num, cfg.mlp_dim, joint=TEXT_LEN)
 
     def vae_geometry(self, request: Request) -> memory.VAEGeometry:
-        """diffusers' temporal tiles (5 latent frames -> 17 frames) above 4 latent frames;
-        the mid block's frame-causal attention over a tile's latent pixels."""
-        cfg, (width, height) = self.release.configs["vae"], request.size
-        t, h, w, _ = request.latent_shape
-        tile = TILE_FRAMES // 4 + 1 if t > TILE_FRAMES // 4 else t
-        return memory.VAEGeometry(
-            4 * (tile - 1) + 1, height, width, 2 * cfg.block_out_channels[0],
-            -(-t // (TILE_STRIDE // 4)) if t > TILE_FRAMES // 4 else 1, request.frames,
-            attention=(1, tile * h * w, cfg.block_out_channels[-1]), masked=True)
+        """diffusers' temporal tiles (5 latent frames -> 17 frames) above 4 latent frames,
+        each in its spatial tiles (256 px every 192) where the frame is larger; the mid
+        block's frame-causal attention over a tile's latent pixels."""
+        cfg = self.release.configs["vae"]
+        tiles = tile_geometry(request.latent_shape, framewise=True, tiled=True, config=cfg)
+        return memory.tiled_vae(tiles, 2 * cfg.block_out_channels[0], request,
+                                cfg.block_out_channels[-1])
 
     def encode_text(self, prompts: list[str]) -> tuple[jax.Array, jax.Array, jax.Array]:
         """(Llama states ``[B, 256, D]`` float32, their mask ``[B, 256]`` int32, CLIP pooled
@@ -319,8 +317,9 @@ class HunyuanVideoPipeline(PipelineBase):
                    compute_dtype=compute_dtype)
 
     def decode_latents(self, latents: jax.Array, on_chunk=None) -> jax.Array:
-        """The causal VAE in diffusers' temporal tiles."""
-        return self.vae.decode(latents, framewise=True, on_chunk=on_chunk)
+        """The causal VAE in diffusers' temporal tiles, each in its spatial tiles
+        (``enable_tiling()``'s 256 px every 192) where the frame is larger than one."""
+        return self.vae.decode(latents, framewise=True, tiled=True, on_chunk=on_chunk)
 
 
 Pipeline = HunyuanVideoPipeline

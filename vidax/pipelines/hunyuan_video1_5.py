@@ -39,9 +39,10 @@ oracles of the tests, compute the same).
    timestep, 0 on the last, 12 steps by default and 8 or 4 allowed (the counts the authors
    give). ``720p_i2v_distilled_sparse`` runs dense attention: the authors' SSTA block-sparse
    kernel approximates it; the weights are the same.
-5. Decoding: ``latents / 1.03682`` through the VAE in the authors' spatial tiles (see
-   :meth:`Pipeline.decode_latents`), frames ``(x + 1) / 2`` clamped and truncated to uint8,
-   24 fps.
+5. Decoding: ``latents / 1.03682`` through the VAE in the authors' spatial tiles over every
+   frame (256 px, overlap 0.125; 128 px, 0.25 on an accelerator of at most 21 GiB: their
+   ``get_vae_inference_config``; they tile this VAE in space only), frames ``(x + 1) / 2``
+   clamped and truncated to uint8, 24 fps.
 
 Release folder (the authors' ``ckpts/`` as their checkpoints-download.md lays it out)::
 
@@ -78,7 +79,10 @@ from flax import nnx
 
 from vidax import registry
 from vidax.errors import VidaxError
-from vidax.models.hunyuan_video1_5.config import HunyuanVideo15DiTConfig, HunyuanVideo15VAEConfig
+from vidax.models.hunyuan_video1_5.config import (AUTHORS_SMALL_GPU_TILES, AUTHORS_TILES,
+                                                  HunyuanVideo15DiTConfig,
+                                                  HunyuanVideo15VAEConfig, TileSettings)
+from vidax.models.hunyuan_video1_5.vae import tile_geometry
 from vidax.models.reason1.config import Reason1Config
 from vidax.models.siglip.config import SiglipVisionConfig
 from vidax.models.t5.config import T5Config
@@ -516,9 +520,31 @@ class HunyuanVideo15Pipeline(PipelineBase):
                    c(inputs["text_mask"]), c(inputs["byt5"]), c(inputs["byt5_mask"]),
                    c(inputs["vision"]), inputs["t_r"], compute_dtype=compute_dtype)
 
+    def vae_tiles(self) -> TileSettings:
+        """The authors' tiles (``get_vae_inference_config``): 256 px with overlap 0.125, or
+        128 px with 0.25 on an accelerator of at most 21 GiB (its ``bytes_limit``; the CPU
+        takes the large ones)."""
+        devices = list(self.mesh.devices.flat) if self.mesh is not None else jax.devices()[:1]
+        try:
+            limit = (devices[0].memory_stats() or {}).get("bytes_limit")
+        except Exception:  # noqa: BLE001 -- a backend without memory statistics
+            limit = None
+        small = devices[0].platform != "cpu" and limit is not None and limit <= 21 * 2**30
+        return AUTHORS_SMALL_GPU_TILES if small else AUTHORS_TILES
+
+    def vae_geometry(self, request: Request) -> memory.VAEGeometry:
+        """The largest spatial tile, decoded over every frame (nobody tiles this VAE in
+        time), with the mid block's frame-causal attention over its latent pixels."""
+        cfg = self.release.configs["vae"]
+        tiles = tile_geometry(request.latent_shape, tiled=self.vae_tiles(), config=cfg)
+        return memory.tiled_vae(tiles, cfg.block_out_channels[0], request,
+                                cfg.block_out_channels[-1])
+
     def decode_latents(self, latents: jax.Array, on_chunk=None) -> jax.Array:
-        """The VAE in the authors' spatial tiles."""
-        return self.vae.decode(latents, on_chunk=on_chunk)
+        """The VAE in the authors' spatial tiles (:meth:`vae_tiles`) over all frames, as
+        their ``memory_efficient_context`` decodes (a frame of at most one tile in one
+        pass)."""
+        return self.vae.decode(latents, tiled=self.vae_tiles(), on_chunk=on_chunk)
 
 
 Pipeline = HunyuanVideo15Pipeline

@@ -88,6 +88,9 @@ class VAEGeometry:
     #: ``masked`` (a causal frame mask: XLA's kernel, the logits materialised).
     attention: tuple[int, int, int] | None = None
     masked: bool = False
+    #: The whole frame's (width, height) when the chunks are spatial tiles (the host video's
+    #: size); None: ``width`` x ``height``.
+    frame_size: tuple[int, int] | None = None
 
 
 @dataclass
@@ -156,6 +159,16 @@ def wan_vae(cfg, request) -> VAEGeometry:
     top = getattr(cfg, "dec_dim", None) or cfg.dim
     return VAEGeometry(cfg.temporal_stride, height, width, 2 * top * cfg.dim_mult[0] / patch**2,
                        t, request.frames, attention=(1, h * w, top * cfg.dim_mult[-1]))
+
+
+def tiled_vae(tiles, channels: float, request, attention_dim: int) -> VAEGeometry:
+    """A tiled decode's chunk (the HunyuanVideo VAEs' ``tile_geometry``: the largest tile,
+    decoded alone, ``count`` passes) with its mid block's frame-causal single-head attention
+    over that tile's latent positions."""
+    frames, height, width = tiles.sample
+    return VAEGeometry(frames, height, width, channels, tiles.count, request.frames,
+                       attention=(1, math.prod(tiles.latent), attention_dim), masked=True,
+                       frame_size=request.size)
 
 
 def patches(latent_shape, patch) -> int:
@@ -229,8 +242,11 @@ def vae_decode(g: VAEGeometry, platform: str) -> Phase:
         if logits > feature:
             largest = (f"mid-block attention logits "
                        f"{logits_shape(batch, 1, tokens, tokens, kernel)}", logits)
-    video = g.total_frames * g.height * g.width * 3
+    frame_width, frame_height = g.frame_size or (g.width, g.height)
+    video = g.total_frames * frame_height * frame_width * 3
     note = f"{g.chunks} chunk{'s' * (g.chunks > 1)} of {g.frames} frames"
+    if g.frame_size is not None and (g.width, g.height) != g.frame_size:
+        note += f" at {g.width}x{g.height} (tiles)"
     if platform == "cpu":  # float32 chunks, their concatenation and clip, the uint8 frames
         total += 3 * 4 * video + video
         note += ", the video on the host included"
