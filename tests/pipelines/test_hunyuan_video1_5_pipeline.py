@@ -348,6 +348,13 @@ def test_bad_input(case, pipes):
         t2v.request(PROMPT, image=image)
     with pytest.raises(VidaxError, match="step-distilled .* for 12 or 8 or 4 steps"):
         steps.request(PROMPT, image=image, steps=50)
+    with pytest.raises(VidaxError, match="reads no negative prompt"):
+        pipes["480p_t2v_distilled"].request(PROMPT, negative_prompt="blurry")
+    assert pipes["480p_t2v"].request(PROMPT, negative_prompt="blurry").negative_prompt
+    sparse = dataclasses.replace(i2v.release, variant="720p_i2v_distilled_sparse")
+    assert "dense attention" in hp.Pipeline(sparse).describe()
+    with pytest.raises(VidaxError, match="super-resolution DiT"):
+        hp.inspect_folder(case.root, variant="720p_sr_distilled")
     with pytest.raises(VidaxError, match="several DiTs"):
         hp.inspect_folder(case.root)
     with pytest.raises(VidaxError, match="no such DiT folder"):

@@ -371,6 +371,10 @@ def make_request(task: str, variant: str, prompt: str, *, negative_prompt=None, 
                               latent_channels=vae.latent_channels,
                               vae_stride=(temporal, spatial, spatial), image=cond,
                               vision_image=vision, **options)
+    if negative_prompt and request.guidance_scale <= 1:
+        raise VidaxError(f"{name} runs one DiT pass per step at guidance "
+                         f"{request.guidance_scale:g}, which reads no negative prompt: give "
+                         "--guidance-scale above 1 (CFG) with --negative-prompt, or neither")
     return request.with_noise(noise)
 
 
