@@ -90,8 +90,7 @@ from vidax.pipelines import base, memory
 from vidax.pipelines.base import Needed, Part, PipelineBase, Run, find_files, open_folder
 from vidax.pipelines.image import (BUCKET_BASE, resize_cover_center_crop, resolution_bucket,
                                    siglip_pixels)
-from vidax.pipelines.inputs import (check_size, load_image, parse_size, read_json_config,
-                                    refuse, to_unit_range)
+from vidax.pipelines.inputs import load_image, read_json_config, refuse, to_unit_range
 from vidax.schedulers.flow_euler import FlowMatchEulerScheduler
 from vidax.sharding import constrain_batch
 from vidax.glyph import ByT5GlyphTokenizer
@@ -306,12 +305,18 @@ def _check_widths(files: dict, configs: dict) -> None:
 # ----------------------------------------------------------------------------- the request
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Request(base.Request):
-    """:class:`vidax.pipelines.base.Request`; image-to-video: ``image`` the first frame
-    resized and center-cropped to the video size, float32 [-1, 1] (the VAE's condition) and
-    ``vision_image`` the same crop as uint8 (SigLIP's input, processed by the pipeline with
-    the folder's settings)."""
+    """:class:`vidax.pipelines.base.Request`; image-to-video: ``image`` the first frame as
+    given, uint8 ``[H, W, 3]`` (:attr:`first_frame` fits it to ``size`` when the pipeline
+    runs, so that a request too large for the devices is refused before any resize)."""
 
-    vision_image: np.ndarray | None = None
+    @property
+    def first_frame(self) -> np.ndarray | None:
+        """The first frame resized (LANCZOS) to cover the video size and center-cropped, uint8:
+        SigLIP's input; ``to_unit_range`` of it is the VAE's."""
+        if self.image is None:
+            return None
+        width, height = self.size
+        return resize_cover_center_crop(self.image, height, width)
 
 
 def make_request(task: str, variant: str, prompt: str, *, negative_prompt=None, image=None,
@@ -346,16 +351,12 @@ def make_request(task: str, variant: str, prompt: str, *, negative_prompt=None, 
                          "explicit size nor an image (whose aspect ratio is used)")
     vae = release.configs["vae"] if release is not None else HunyuanVideo15VAEConfig()
     spatial, temporal = vae.spatial_compression_ratio, vae.temporal_compression_ratio
-    vision = cond = None
+    first = None
     if image is not None:
         first = load_image(image)
         if size is None:
             height, width = resolution_bucket(first.shape[0], first.shape[1], d.bucket_base)
-        else:
-            width, height = check_size(parse_size(size) if isinstance(size, str) else size,
-                                       spatial)
-        vision = resize_cover_center_crop(first, height, width)
-        cond, size = to_unit_range(vision), (width, height)
+            size = (width, height)
     elif aspect_ratio is not None:
         try:
             w, h = (int(x) for x in aspect_ratio.split(":"))
@@ -369,8 +370,8 @@ def make_request(task: str, variant: str, prompt: str, *, negative_prompt=None, 
     request = Request.resolve(task, d, prompt, negative_prompt=negative_prompt, size=size,
                               steps=steps, size_multiple=spatial,
                               latent_channels=vae.latent_channels,
-                              vae_stride=(temporal, spatial, spatial), image=cond,
-                              vision_image=vision, **options)
+                              vae_stride=(temporal, spatial, spatial), image=first,
+                              **options)
     if negative_prompt and request.guidance_scale <= 1:
         raise VidaxError(f"{name} runs one DiT pass per step at guidance "
                          f"{request.guidance_scale:g}, which reads no negative prompt: give "
@@ -468,10 +469,11 @@ class HunyuanVideo15Pipeline(PipelineBase):
         if request.image is None:
             return None, None
         with self._progress.phase("encoding the first frame (SigLIP, the VAE)"):
-            pixels = siglip_pixels(request.vision_image, self.release.configs["feature_extractor"])
+            first = request.first_frame
+            pixels = siglip_pixels(first, self.release.configs["feature_extractor"])
             graphdef, params = nnx.split(self.image_encoder)
             vision = _encode_siglip(graphdef, params, self._place(pixels[None]))
-            latent = self.vae.encode(self._place(request.image[None, None]))
+            latent = self.vae.encode(self._place(to_unit_range(first)[None, None]))
         return vision, latent
 
     def prepare(self, request: Request) -> Run:
