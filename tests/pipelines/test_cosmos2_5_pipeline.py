@@ -292,6 +292,42 @@ def test_cli_writes_mp4(case, tmp_path):
     assert rc == 0 and out.stat().st_size > 0
 
 
+def test_cli_video2world_is_the_python_path(case, vidax_pipe, tmp_path, monkeypatch):
+    """``vidax generate cosmos2_5 --video CLIP.mp4``: video2world from a clip file; the final
+    latents the CLI decodes equal the Python path's on the same file and seed, exactly."""
+    from vidax import cli
+    from vidax.video import write_mp4
+
+    clip = write_mp4(tmp_path / "clip.mp4", case.clip, fps=16)
+    seen = []
+    decode = cp.Pipeline.decode
+    monkeypatch.setattr(cp.Pipeline, "decode",
+                        lambda self, latents: seen.append(np.asarray(latents)) or decode(
+                            self, latents))
+    out = tmp_path / "v2w.mp4"
+    rc = cli.main(["generate", "cosmos2_5", "--checkpoint-dir", str(case.root), "--prompt",
+                   PROMPT, "--negative-prompt", NEGATIVE, "--video", str(clip), "--frames",
+                   str(COND_FRAMES), "--size", f"{WIDTH}x{HEIGHT}", "--steps", str(STEPS),
+                   "--guidance-scale", str(GUIDANCE), "--seed", "3", "--precision", "fp32",
+                   "--out", str(out)])
+    assert rc == 0 and out.stat().st_size > 0 and len(seen) == 1
+    request = cp.make_request(cp.RELEASE_TASK, "tiny", PROMPT, negative_prompt=NEGATIVE,
+                              frames=COND_FRAMES, size=(WIDTH, HEIGHT), steps=STEPS,
+                              guidance_scale=GUIDANCE, seed=3, video=clip)
+    assert request.task == "video2world"
+    # the module's pipeline tokenizes to the reference's SEQ_LEN; the CLI to the release's
+    monkeypatch.setattr(vidax_pipe.tokenizer, "seq_len", cp.TEXT_LEN)
+    np.testing.assert_array_equal(seen[0], vidax_pipe.sample(request=request))
+
+
+def test_cli_video_refused_elsewhere(tmp_path, capsys):
+    from vidax import cli
+
+    rc = cli.main(["generate", "wan2_1", "--checkpoint-dir", str(tmp_path), "--prompt", "x",
+                   "--video", str(tmp_path / "c.mp4"), "--out", str(tmp_path / "x.mp4")])
+    assert rc == 1 and "--video" in capsys.readouterr().err
+
+
 def test_cli_text_encoder_refused_elsewhere(tmp_path, capsys):
     from vidax import cli
 
