@@ -33,6 +33,7 @@ from vidax.errors import VidaxError
 PIPELINES = {"wan2_1": "vidax.pipelines.wan2_1", "wan2_2": "vidax.pipelines.wan2_2",
              "ltx_video": "vidax.pipelines.ltx_video", "cogvideox": "vidax.pipelines.cogvideox",
              "cosmos2_5": "vidax.pipelines.cosmos2_5",
+             "cosmos3": "vidax.pipelines.cosmos3",
              "hunyuan_video": "vidax.pipelines.hunyuan_video",
              "hunyuan_video1_5": "vidax.pipelines.hunyuan_video1_5",
              "ltx2_5": "vidax.pipelines.ltx2_5"}

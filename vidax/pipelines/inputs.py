@@ -210,7 +210,9 @@ RELEASES = {
     "Wan2.2": ("wan2_2", lambda f: any((f / d).exists() for d in (
         "high_noise_model", "low_noise_model", "Wan2.2_VAE.pth"))),
     "Cosmos-Predict2.5": ("cosmos2_5", lambda f: any(f.glob("base/*/*_ema_bf16.pt"))
-                          or "Cosmos" in _class_name(f / "transformer" / "config.json")),
+                          or _class_name(f / "transformer" / "config.json")
+                          == "CosmosTransformer3DModel"),
+    "Cosmos3": ("cosmos3", lambda f: "Cosmos3" in _class_name(f / "transformer" / "config.json")),
     "CogVideoX": ("cogvideox",
                   lambda f: "CogVideoX" in _class_name(f / "transformer" / "config.json")),
     "HunyuanVideo": ("hunyuan_video", lambda f: (f / "hunyuan-video-t2v-720p").is_dir()),
