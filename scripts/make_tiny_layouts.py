@@ -416,6 +416,62 @@ def cosmos2_5() -> dict:
     return layout
 
 
+@layout("cosmos3")
+def cosmos3() -> dict:
+    """nvidia/Cosmos3-Nano's diffusers folder at tiny widths, as ``Cosmos3OmniPipeline
+    .save_pretrained`` writes it: ``Cosmos3OmniTransformer`` at the Nano-shaped tiny config
+    (bfloat16, the release's dtype; its action and sound heads included, as the release holds
+    them; the demo shards it with an index), the Wan2.2-style ``AutoencoderKLWan`` of the
+    pipeline tests (float32, 8 latent channels) and ``release_files``: ``model_index.json`` and
+    the UniPC ``scheduler/scheduler_config.json`` (Karras flow sigmas 200 -> 0.147)."""
+    import diffusers
+    import torch
+    from diffusers import AutoencoderKLWan, Cosmos3OmniTransformer, UniPCMultistepScheduler
+
+    from vidax.models.cosmos3.config import Cosmos3DiTConfig
+
+    latent = 8
+    cfg = dataclasses.replace(Cosmos3DiTConfig.tiny("nano"), vocab_size=1024,
+                              latent_channel=latent)
+    torch.manual_seed(0)
+    dit = Cosmos3OmniTransformer(
+        attention_bias=cfg.attention_bias, head_dim=cfg.head_dim, hidden_size=cfg.hidden_size,
+        intermediate_size=cfg.intermediate_size, latent_channel=cfg.latent_channel,
+        latent_patch_size=cfg.latent_patch_size, num_attention_heads=cfg.num_attention_heads,
+        num_hidden_layers=cfg.num_hidden_layers, num_key_value_heads=cfg.num_key_value_heads,
+        patch_latent_dim=cfg.patch_latent_dim, rms_norm_eps=cfg.rms_norm_eps,
+        rope_theta=cfg.rope_theta, rope_axes_dim=list(cfg.rope_axes_dim),
+        vocab_size=cfg.vocab_size, hidden_act=cfg.hidden_act,
+        qk_norm_for_text=cfg.qk_norm_for_text, use_und_k_norm_for_gen=cfg.use_und_k_norm_for_gen,
+        action_gen=True, action_dim=4, num_embodiment_domains=2, sound_gen=True, sound_dim=4)
+    vae = AutoencoderKLWan(base_dim=8, decoder_base_dim=12, z_dim=latent, is_residual=True,
+                           in_channels=12, out_channels=12, patch_size=2, scale_factor_spatial=16,
+                           latents_mean=[0.1 * (i - 3.5) for i in range(latent)],
+                           latents_std=[0.6 + 0.2 * i for i in range(latent)])
+    scheduler = UniPCMultistepScheduler(use_karras_sigmas=True, use_flow_sigmas=True,
+                                        prediction_type="flow_prediction", sigma_max=200.0,
+                                        sigma_min=0.147)
+    version = diffusers.__version__
+    return {
+        "dit": {**_saved(dit, torch.bfloat16, "transformer/diffusion_pytorch_model.safetensors",
+                         ["cosmos3", "dit", "diffusers"]),
+                "release_files": {
+                    "model_index.json": {
+                        "_class_name": "Cosmos3OmniPipeline", "_diffusers_version": version,
+                        "enable_safety_checker": False,
+                        "scheduler": ["diffusers", "UniPCMultistepScheduler"],
+                        "text_tokenizer": ["transformers", "Qwen2TokenizerFast"],
+                        "transformer": ["diffusers", "Cosmos3OmniTransformer"],
+                        "vae": ["diffusers", "AutoencoderKLWan"]},
+                    "scheduler/scheduler_config.json": {
+                        "_class_name": "UniPCMultistepScheduler", "_diffusers_version": version,
+                        **{k: v for k, v in scheduler.config.items()
+                           if not k.startswith("_")}}}},
+        "vae": _saved(vae, torch.float32, "vae/diffusion_pytorch_model.safetensors",
+                      ["wan2_2", "vae", "diffusers"]),
+    }
+
+
 @layout("hunyuan_video")
 def hunyuan_video() -> dict:
     """tencent/HunyuanVideo's ``ckpts/`` at tiny widths: the DiT as the authors'

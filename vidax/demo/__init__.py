@@ -33,6 +33,7 @@ DEMOS: dict[str, str] = {
     "ltx_video": "vidax.demo.ltx_video",
     "cogvideox": "vidax.demo.cogvideox",
     "cosmos2_5": "vidax.demo.cosmos2_5",
+    "cosmos3": "vidax.demo.cosmos3",
     "hunyuan_video": "vidax.demo.hunyuan_video",
     "hunyuan_video1_5": "vidax.demo.hunyuan_video1_5",
     "ltx2_5": "vidax.demo.ltx2_5",
