@@ -274,7 +274,7 @@ def cmd_generate(args) -> int:
         if args.video is not None and "video" not in inspect.signature(
                 family.make_request).parameters:
             raise VidaxError(f"--video: {args.model_type} takes no input clip (cosmos2_5's "
-                             "video2world does)")
+                             "and cosmos3's video2world do)")
         release = family.inspect_folder(args.checkpoint_dir, variant=args.variant,
                                         **folder_options)
         accepts = inspect.signature(family.make_request).parameters
@@ -461,8 +461,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--image", help="image-to-video (Cosmos: image2world, resized to --size): "
                                    "the first frame")
     s.add_argument("--last-image", help="Wan2.1 flf2v: the last frame")
-    s.add_argument("--video", help="Cosmos-Predict2.5: video2world's input clip, a video file "
-                                   "(its last frames condition the video, resized to --size)")
+    s.add_argument("--video", help="Cosmos-Predict2.5 and Cosmos3: video2world's input clip, a "
+                                   "video file (its conditioning frames resized to --size)")
     s.add_argument("--frames", type=int,
                    help="frame count (default: the release's; Wan 4n+1, LTX-Video 8n+1)")
     s.add_argument("--size", help="WIDTHxHEIGHT (default: the release's; Wan2.1 multiples of 16, "
