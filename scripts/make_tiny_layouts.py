@@ -426,24 +426,16 @@ def cosmos3() -> dict:
     the UniPC ``scheduler/scheduler_config.json`` (Karras flow sigmas 200 -> 0.147)."""
     import diffusers
     import torch
-    from diffusers import AutoencoderKLWan, Cosmos3OmniTransformer, UniPCMultistepScheduler
+    from diffusers import AutoencoderKLWan, UniPCMultistepScheduler
 
+    from tests.models.cosmos3.test_cosmos3_dit import _reference
     from vidax.models.cosmos3.config import Cosmos3DiTConfig
 
     latent = 8
     cfg = dataclasses.replace(Cosmos3DiTConfig.tiny("nano"), vocab_size=1024,
                               latent_channel=latent)
     torch.manual_seed(0)
-    dit = Cosmos3OmniTransformer(
-        attention_bias=cfg.attention_bias, head_dim=cfg.head_dim, hidden_size=cfg.hidden_size,
-        intermediate_size=cfg.intermediate_size, latent_channel=cfg.latent_channel,
-        latent_patch_size=cfg.latent_patch_size, num_attention_heads=cfg.num_attention_heads,
-        num_hidden_layers=cfg.num_hidden_layers, num_key_value_heads=cfg.num_key_value_heads,
-        patch_latent_dim=cfg.patch_latent_dim, rms_norm_eps=cfg.rms_norm_eps,
-        rope_theta=cfg.rope_theta, rope_axes_dim=list(cfg.rope_axes_dim),
-        vocab_size=cfg.vocab_size, hidden_act=cfg.hidden_act,
-        qk_norm_for_text=cfg.qk_norm_for_text, use_und_k_norm_for_gen=cfg.use_und_k_norm_for_gen,
-        action_gen=True, action_dim=4, num_embodiment_domains=2, sound_gen=True, sound_dim=4)
+    dit = _reference(cfg, "nano")    # the DiT tests' reference: action and sound heads too
     vae = AutoencoderKLWan(base_dim=8, decoder_base_dim=12, z_dim=latent, is_residual=True,
                            in_channels=12, out_channels=12, patch_size=2, scale_factor_spatial=16,
                            latents_mean=[0.1 * (i - 3.5) for i in range(latent)],

@@ -86,19 +86,9 @@ def _tokenizer(folder, kind: str):
 
 
 def _dit(cfg: Cosmos3DiTConfig, kind: str, seed: int):
-    from diffusers import Cosmos3OmniTransformer
+    from tests.models.cosmos3.test_cosmos3_dit import _reference
 
-    ref = Cosmos3OmniTransformer(
-        attention_bias=cfg.attention_bias, head_dim=cfg.head_dim, hidden_size=cfg.hidden_size,
-        intermediate_size=cfg.intermediate_size, latent_channel=cfg.latent_channel,
-        latent_patch_size=cfg.latent_patch_size, num_attention_heads=cfg.num_attention_heads,
-        num_hidden_layers=cfg.num_hidden_layers, num_key_value_heads=cfg.num_key_value_heads,
-        patch_latent_dim=cfg.patch_latent_dim, rms_norm_eps=cfg.rms_norm_eps,
-        rope_theta=cfg.rope_theta, rope_axes_dim=list(cfg.rope_axes_dim),
-        vocab_size=cfg.vocab_size, hidden_act=cfg.hidden_act,
-        qk_norm_for_text=cfg.qk_norm_for_text, use_und_k_norm_for_gen=cfg.use_und_k_norm_for_gen,
-        action_gen=True, action_dim=4, num_embodiment_domains=2,
-        sound_gen=kind == "nano", sound_dim=4 if kind == "nano" else None).eval()
+    ref = _reference(cfg, kind)
     randomize(sorted(ref.named_parameters()), seed=seed)
     return ref
 

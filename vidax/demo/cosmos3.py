@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from vidax.demo import common
+# Qwen2.5-VL's (and Qwen3-VL's) special tokens in id order, and the EOS / pad roles
+from vidax.demo.cosmos2_5 import ROLES, SPECIAL_TOKENS
 
 TITLE = "Cosmos3 (Nano-shaped) text-to-world"
 FOLDER = "Cosmos3-Nano-tiny"
@@ -31,12 +33,6 @@ COMPONENTS = (("dit", "transformer/diffusion_pytorch_model.safetensors.index.jso
 ENCODERS = (("wan2_2", "vae", "vae/diffusion_pytorch_model.safetensors"),)
 SHARDS = 2
 
-#: Qwen2.5-VL / Qwen3-VL's special tokens in id order (after the vocabulary).
-SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>",
-                  "<|object_ref_end|>", "<|box_start|>", "<|box_end|>", "<|quad_start|>",
-                  "<|quad_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
-                  "<|image_pad|>", "<|video_pad|>")
-ROLES = {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}
 #: A ChatML chat template (written for this demo, of Qwen3-VL's text format: an optional
 #: system turn, user turns, the generation prompt); vidax renders the same turns itself
 #: (``vidax.pipelines.cosmos3.chat_text``).

@@ -277,18 +277,7 @@ def make_request(task: str, variant: str, prompt: str, *, image=None, video=None
     docstring). ``last_image``, ``shift`` and ``sample_solver`` exist for the CLI's common
     signature and are refused: the schedule has no shift or solver choice.
     """
-    if task == RELEASE_TASK:
-        task = ("video2world" if video is not None else
-                "image2world" if image is not None else "text2world")
-    if task not in TASKS:
-        raise VidaxError(f"Cosmos-Predict2.5 task must be one of {TASKS} (or {RELEASE_TASK!r}: "
-                         f"chosen by the inputs), got {task!r}")
-    given = {"image2world": image is not None, "video2world": video is not None}
-    for name, needed in given.items():
-        if needed != (task == name):
-            what = "--image" if name == "image2world" else "video="
-            raise VidaxError(f"Cosmos-Predict2.5 {task} " + (f"needs {what}" if task == name
-                             else f"takes no {what} (that is {name})"))
+    task = world_task("Cosmos-Predict2.5", task, image, video)
     fixed = "the sampler is fixed: UniPC over a Karras schedule, no shift"
     refuse("Cosmos-Predict2.5", last_image=(last_image, "no last-frame conditioning"),
            shift=(shift, fixed), sample_solver=(sample_solver, fixed))
@@ -300,7 +289,7 @@ def make_request(task: str, variant: str, prompt: str, *, image=None, video=None
             raise VidaxError(f"{task} conditions on the first {latent_frames} latent frame(s) "
                              f"({needed} video frames); ask for at least {needed} frames, got "
                              f"{request.frames}")
-        pixels = load_image(image)[None] if task == "image2world" else _load_video(video)
+        pixels = load_image(image)[None] if task == "image2world" else load_video(video)
         if pixels.shape[0] < needed:
             raise VidaxError(f"video2world needs an input video of at least {needed} frames "
                              f"(its last {needed} condition the output), got "
@@ -311,7 +300,25 @@ def make_request(task: str, variant: str, prompt: str, *, image=None, video=None
     return request.with_noise(noise)
 
 
-def _load_video(video) -> np.ndarray:
+def world_task(family: str, task: str, image, video) -> str:
+    """``task`` checked against the inputs (Cosmos-Predict2.5's and Cosmos3's: one DiT, the
+    inputs choose): :data:`RELEASE_TASK` becomes video2world with a video, image2world with
+    an image, else text2world; a task given with the wrong inputs is one error."""
+    if task == RELEASE_TASK:
+        task = ("video2world" if video is not None else
+                "image2world" if image is not None else "text2world")
+    if task not in TASKS:
+        raise VidaxError(f"{family} task must be one of {TASKS} (or {RELEASE_TASK!r}: chosen "
+                         f"by the inputs), got {task!r}")
+    for name, given in (("image2world", image is not None), ("video2world", video is not None)):
+        if given != (task == name):
+            what = "--image" if name == "image2world" else "--video"
+            raise VidaxError(f"{family} {task} " + (f"needs {what}" if task == name
+                                                    else f"takes no {what} (that is {name})"))
+    return task
+
+
+def load_video(video) -> np.ndarray:
     """uint8 ``[F, H, W, 3]`` from a video file, such an array, or a sequence of images."""
     if isinstance(video, (str, os.PathLike)):
         from vidax.video import read_video

@@ -54,7 +54,6 @@ import dataclasses
 import functools
 import math
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import jax
@@ -68,16 +67,16 @@ from vidax.models.cosmos3.config import Cosmos3DiTConfig
 from vidax.models.wan2_2.config import vae_config_from_diffusers
 from vidax.pipelines import base
 from vidax.pipelines.base import Defaults, Needed, Part, PipelineBase, Run, find_files, open_folder
+# One DiT, the inputs choose the task, as Cosmos-Predict2.5's: its tasks, conditioning frames
+# (image 1, video 2 latent frames), request (the conditioning pixels) and input readers.
+from vidax.pipelines.cosmos2_5 import (CONDITION_LATENT_FRAMES, RELEASE_TASK, TASKS,  # noqa: F401
+                                       Request, load_video, world_task)
 from vidax.pipelines.inputs import load_image, read_json_config, refuse
 from vidax.schedulers.flow_unipc import KarrasFlowUniPCScheduler
 from vidax.text import Tokenizer
 
 MODEL_TYPE = "cosmos3"
-TASKS = ("text2world", "image2world", "video2world")
-RELEASE_TASK = "world"
 VARIANTS = ("nano", "edge")
-#: Conditioning latent frames per task (image: frame 0; video: diffusers' default (0, 1)).
-CONDITION_LATENT_FRAMES = {"text2world": 0, "image2world": 1, "video2world": 2}
 TOKENIZER_DIR = "text_tokenizer"
 #: ``_SYSTEM_PROMPT_VIDEO`` (sic).
 SYSTEM_PROMPT = "You are a helpful assistant who will generate videos from a give prompt."
@@ -250,19 +249,6 @@ def inspect_folder(folder: str | os.PathLike, variant: str | None = None) -> Rel
 
 
 # ----------------------------------------------------------------------------- the request
-@dataclass(frozen=True, kw_only=True)
-class Request(base.Request):
-    """:class:`vidax.pipelines.base.Request`; ``condition``: the frames the VAE encodes into
-    the conditioning latents (image2world 1, video2world 5), float32 ``[F, H, W, 3]`` in
-    [-1, 1] at the output size, or None."""
-
-    condition: np.ndarray | None = None
-
-    @property
-    def condition_latent_frames(self) -> int:
-        return CONDITION_LATENT_FRAMES[self.task]
-
-
 def _rgb(image, what: str) -> np.ndarray:
     try:
         pixels = load_image(image)
@@ -275,26 +261,6 @@ def _rgb(image, what: str) -> np.ndarray:
     return pixels
 
 
-def _frames(video) -> np.ndarray:
-    """uint8 ``[F, H, W, 3]`` from a video file, such an array, or a sequence of images."""
-    if isinstance(video, (str, os.PathLike)):
-        from vidax.video import read_video
-
-        return read_video(video)[0]
-    if isinstance(video, np.ndarray):
-        if video.ndim != 4 or video.dtype != np.uint8 or video.shape[-1] != 3:
-            raise VidaxError(f"a video array must be uint8 [F, H, W, 3], got {video.dtype} "
-                             f"{list(video.shape)}")
-        return video
-    if not isinstance(video, (list, tuple)) or not video:
-        raise VidaxError("video= must be a video file, a uint8 [F, H, W, 3] array or a "
-                         f"non-empty sequence of images, got {type(video).__name__}")
-    images = [_rgb(frame, "each video frame") for frame in video]
-    if len({im.shape for im in images}) != 1:
-        raise VidaxError("the video's frames must all have one size")
-    return np.stack(images)
-
-
 def make_request(task: str, variant: str, prompt: str, *, image=None, video=None,
                  last_image=None, shift=None, sample_solver=None, noise=None,
                  **options) -> Request:
@@ -304,17 +270,7 @@ def make_request(task: str, variant: str, prompt: str, *, image=None, video=None
     ``image``: image2world's first frame; ``video``: video2world's clip (its first 5 frames
     condition the output). The image is cover-resized and centre-cropped to the size, the
     video's frames resized to it (see :func:`cover_crop`, :func:`resize_frames`)."""
-    if task == RELEASE_TASK:
-        task = ("video2world" if video is not None else
-                "image2world" if image is not None else "text2world")
-    if task not in TASKS:
-        raise VidaxError(f"Cosmos3 task must be one of {TASKS} (or {RELEASE_TASK!r}: chosen "
-                         f"by the inputs), got {task!r}")
-    for name, given in (("image2world", image is not None), ("video2world", video is not None)):
-        if given != (task == name):
-            what = "image=" if name == "image2world" else "video="
-            raise VidaxError(f"Cosmos3 {task} " + (f"needs {what}" if task == name else
-                                                   f"takes no {what} (that is {name})"))
+    task = world_task("Cosmos3", task, image, video)
     fixed = "the sampler is the release's scheduler (UniPC over Karras flow sigmas, no shift)"
     refuse("Cosmos3", last_image=(last_image, "no last-frame conditioning"),
            shift=(shift, fixed), sample_solver=(sample_solver, fixed))
@@ -327,7 +283,7 @@ def make_request(task: str, variant: str, prompt: str, *, image=None, video=None
             raise VidaxError(f"{task} conditions on the first {latent_frames} latent frame(s) "
                              f"({needed} video frames); ask for at least {needed} frames, got "
                              f"{request.frames}")
-        pixels = _rgb(image, "image=")[None] if task == "image2world" else _frames(video)
+        pixels = _rgb(image, "image=")[None] if task == "image2world" else load_video(video)
         if pixels.shape[0] < needed:
             raise VidaxError(f"video2world conditions on the clip's first {needed} frames (2 "
                              f"latent frames); the video has {pixels.shape[0]}")
