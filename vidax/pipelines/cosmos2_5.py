@@ -283,12 +283,7 @@ def make_request(task: str, variant: str, prompt: str, *, image=None, video=None
            shift=(shift, fixed), sample_solver=(sample_solver, fixed))
     request = Request.resolve(task, defaults_for(variant), prompt, **options)
     if task != "text2world":
-        latent_frames = CONDITION_LATENT_FRAMES[task]
-        needed = 4 * (latent_frames - 1) + 1
-        if request.frames < needed:
-            raise VidaxError(f"{task} conditions on the first {latent_frames} latent frame(s) "
-                             f"({needed} video frames); ask for at least {needed} frames, got "
-                             f"{request.frames}")
+        needed = conditioning_frames(task, request.frames)
         pixels = load_image(image)[None] if task == "image2world" else load_video(video)
         if pixels.shape[0] < needed:
             raise VidaxError(f"video2world needs an input video of at least {needed} frames "
@@ -316,6 +311,18 @@ def world_task(family: str, task: str, image, video) -> str:
             raise VidaxError(f"{family} {task} " + (f"needs {what}" if task == name
                                                     else f"takes no {what} (that is {name})"))
     return task
+
+
+def conditioning_frames(task: str, frames: int) -> int:
+    """The video frames a world task's conditioning latent frames span (image2world 1,
+    video2world 5: ``4 (latent - 1) + 1``), checked against the request's ``frames``."""
+    latent_frames = CONDITION_LATENT_FRAMES[task]
+    needed = 4 * (latent_frames - 1) + 1
+    if frames < needed:
+        raise VidaxError(f"{task} conditions on the first {latent_frames} latent frame(s) "
+                         f"({needed} video frames); ask for at least {needed} frames, got "
+                         f"{frames}")
+    return needed
 
 
 def load_video(video) -> np.ndarray:

@@ -70,7 +70,7 @@ from vidax.pipelines.base import Defaults, Needed, Part, PipelineBase, Run, find
 # One DiT, the inputs choose the task, as Cosmos-Predict2.5's: its tasks, conditioning frames
 # (image 1, video 2 latent frames), request (the conditioning pixels) and input readers.
 from vidax.pipelines.cosmos2_5 import (CONDITION_LATENT_FRAMES, RELEASE_TASK, TASKS,  # noqa: F401
-                                       Request, load_video, world_task)
+                                       Request, conditioning_frames, load_video, world_task)
 from vidax.pipelines.inputs import load_image, read_json_config, refuse
 from vidax.schedulers.flow_unipc import KarrasFlowUniPCScheduler
 from vidax.text import Tokenizer
@@ -277,12 +277,7 @@ def make_request(task: str, variant: str, prompt: str, *, image=None, video=None
     request = Request.resolve(task, defaults_for(variant), prompt, size_multiple=16,
                               latent_channels=48, vae_stride=(4, 16, 16), **options)
     if task != "text2world":
-        latent_frames = CONDITION_LATENT_FRAMES[task]
-        needed = 4 * (latent_frames - 1) + 1
-        if request.frames < needed:
-            raise VidaxError(f"{task} conditions on the first {latent_frames} latent frame(s) "
-                             f"({needed} video frames); ask for at least {needed} frames, got "
-                             f"{request.frames}")
+        needed = conditioning_frames(task, request.frames)
         pixels = _rgb(image, "image=")[None] if task == "image2world" else load_video(video)
         if pixels.shape[0] < needed:
             raise VidaxError(f"video2world conditions on the clip's first {needed} frames (2 "
