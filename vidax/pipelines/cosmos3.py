@@ -69,13 +69,14 @@ from vidax.pipelines import base
 from vidax.pipelines.base import Defaults, Needed, Part, PipelineBase, Run, find_files, open_folder
 # One DiT, the inputs choose the task, as Cosmos-Predict2.5's: its tasks, conditioning frames
 # (image 1, video 2 latent frames), request (the conditioning pixels) and input readers.
-from vidax.pipelines.cosmos2_5 import (CONDITION_LATENT_FRAMES, RELEASE_TASK, TASKS,  # noqa: F401
+from vidax.pipelines.cosmos2_5 import (CONDITION_LATENT_FRAMES, RELEASE_TASK,  # noqa: F401
                                        Request, conditioning_frames, load_video, world_task)
 from vidax.pipelines.inputs import load_image, read_json_config, refuse
 from vidax.schedulers.flow_unipc import KarrasFlowUniPCScheduler
 from vidax.text import Tokenizer
 
 MODEL_TYPE = "cosmos3"
+TASKS = ("text2world", "image2world", "video2world")   # Cosmos-Predict2.5's (world_task)
 VARIANTS = ("nano", "edge")
 TOKENIZER_DIR = "text_tokenizer"
 #: ``_SYSTEM_PROMPT_VIDEO`` (sic).
