@@ -389,8 +389,8 @@ class Cosmos25Pipeline(PipelineBase):
         return _encode_text(graphdef, params, self._place(ids))
 
     def encode_condition(self, request: Request) -> tuple[jax.Array, jax.Array]:
-        """The clean latents ``[1, T, h, w, 16]`` (the encoded conditioning frames first, zeros
-        after: the mask hides them) and the float32 frame mask ``[T]``."""
+        """The clean latents ``[1, T, h, w, C]`` float32 (the encoded conditioning frames first,
+        zeros after: the mask hides them) and the float32 frame mask ``[T]`` (Cosmos3's too)."""
         shape = (1, *request.latent_shape)
         mask = np.zeros(shape[1], np.float32)
         mask[: request.condition_latent_frames] = 1
@@ -398,7 +398,8 @@ class Cosmos25Pipeline(PipelineBase):
             return self._place(np.zeros(shape, np.float32)), jnp.asarray(mask)
         with self._progress.phase(f"encoding {request.condition.shape[0]} conditioning "
                                   "frame(s)"):
-            encoded = self.vae.encode(self._place(request.condition[None]))
+            encoded = jnp.asarray(self.vae.encode(self._place(request.condition[None])),
+                                  jnp.float32)
         pad = shape[1] - encoded.shape[1]
         return jnp.pad(encoded, ((0, 0), (0, pad), (0, 0), (0, 0), (0, 0))), jnp.asarray(mask)
 

@@ -56,7 +56,6 @@ import math
 import os
 from pathlib import Path
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
@@ -65,7 +64,7 @@ from vidax import registry
 from vidax.errors import VidaxError
 from vidax.models.cosmos3.config import Cosmos3DiTConfig
 from vidax.models.wan2_2.config import vae_config_from_diffusers
-from vidax.pipelines import base
+from vidax.pipelines import base, cosmos2_5
 from vidax.pipelines.base import Defaults, Needed, Part, PipelineBase, Run, find_files, open_folder
 # One DiT, the inputs choose the task, as Cosmos-Predict2.5's: its tasks, conditioning frames
 # (image 1, video 2 latent frames), request (the conditioning pixels) and input readers.
@@ -380,20 +379,8 @@ class Cosmos3Pipeline(PipelineBase):
                              height=height, width=width, fps=request.fps)
         return tuple(self.tokenizer.ids(t, system) for t in texts)
 
-    def encode_condition(self, request: Request) -> tuple[jax.Array, jax.Array]:
-        """The clean latents ``[1, T, h, w, C]`` (the encoded conditioning frames first, zeros
-        after) and the float32 frame mask ``[T]``."""
-        shape = (1, *request.latent_shape)
-        mask = np.zeros(shape[1], np.float32)
-        mask[: request.condition_latent_frames] = 1
-        if request.condition is None:
-            return self._place(np.zeros(shape, np.float32)), jnp.asarray(mask)
-        with self._progress.phase(f"encoding {request.condition.shape[0]} conditioning "
-                                  "frame(s)"):
-            encoded = jnp.asarray(self.vae.encode(self._place(request.condition[None])),
-                                  jnp.float32)
-        pad = shape[1] - encoded.shape[1]
-        return jnp.pad(encoded, ((0, 0), (0, pad), (0, 0), (0, 0), (0, 0))), jnp.asarray(mask)
+    # the conditioning latents and frame mask, as Cosmos-Predict2.5 builds them
+    encode_condition = cosmos2_5.Pipeline.encode_condition
 
     def prepare(self, request: Request) -> Run:
         guided = request.guidance_scale != 1.0   # diffusers' do_classifier_free_guidance
