@@ -35,11 +35,13 @@ from flax import nnx
 from vidax import registry
 from vidax import sharding as _sharding
 from vidax.errors import VerificationError, VidaxError
+from vidax.nn.quant import QArray
 from vidax.sharding import PartitionRules
 from vidax.translator import converter
+from vidax.translator import quant
 from vidax.translator import verify as _verify
-from vidax.translator.io import Checkpoint, converted, open_checkpoint
-from vidax.translator.mapping import Plan, PrefixView, Source, Target, TensorInfo
+from vidax.translator.io import Checkpoint, converted, gguf, open_checkpoint
+from vidax.translator.mapping import Plan, PrefixView, Source, Target, TensorInfo, scale_rows
 
 Progress = Callable[[int, int, str], None]
 
@@ -54,17 +56,33 @@ def config(model_type: str, component: str, variant: str, *, layout: str | None 
 
 
 def plan_tensors(spec: registry.ComponentSpec, tensors: Mapping) -> tuple[Plan, Mapping]:
-    """Plan a component's tensors (under the spec's prefix) through its mapper."""
-    view = PrefixView(tensors, spec.prefix) if spec.prefix else tensors
-    return spec.get_mapper().plan(view), view
+    """Plan a component's tensors (under the spec's prefix, or without the container prefix
+    ComfyUI puts on a single model's file) through its mapper, with the rules of the file's
+    quantization (``vidax.translator.quant``) ahead of the family's."""
+    plan, view, _ = _plan(spec, tensors)
+    return plan, view
+
+
+def _plan(spec: registry.ComponentSpec, tensors: Mapping):
+    metadata = getattr(tensors, "metadata", None) or {}
+    source = getattr(tensors, "path", None) or "the checkpoint"
+    if spec.prefix:
+        view = PrefixView(tensors, spec.prefix)
+    else:
+        prefix = quant.container_prefix(tensors)
+        view = quant.StrippedView(tensors, prefix) if prefix else tensors
+    found = quant.detect(view, metadata, source=str(source))
+    mapper = spec.get_mapper().with_rules(found.rules, found.form or "")
+    return mapper.plan(view), view, found
 
 
 def verify_tensors(spec: registry.ComponentSpec, cfg, tensors: Mapping, *,
                    source: str) -> tuple[_verify.Report, Plan, Mapping]:
     """Translate names/shapes and compare with the model's abstract tree at ``cfg``."""
-    plan, view = plan_tensors(spec, tensors)
+    plan, view, found = _plan(spec, tensors)
     abstract = _verify.abstract_params(spec.model_class(), cfg)
     report = _verify.compare(plan, abstract, source=source, num_tensors=len(view))
+    report.quantization = found.describe() if found.form else ""
     return report, plan, view
 
 
@@ -105,7 +123,7 @@ def verify(model_type: str, component: str, checkpoint, *, variant: str | None =
 def load(model_type: str, component: str, checkpoint, *,
          variant: str | None = None, config=None, dtype=None, mesh=None,
          layout: str | None = None, rules: PartitionRules | None = None,
-         progress: Progress | None = None) -> nnx.Module:
+         progress: Progress | None = None, quantized: str | None = None) -> nnx.Module:
     """The model with the checkpoint's weights, verified 1:1 first (raises on mismatch).
 
     ``checkpoint``: a file or folder of the authors' release, a folder written by
@@ -121,6 +139,12 @@ def load(model_type: str, component: str, checkpoint, *,
     on its own; default: the first device. ``layout``: the file's key layout (``original``,
     ``diffusers``); default: detected from the keys where the component has several.
     ``progress(done, total, name)`` is called after each parameter is placed.
+    ``quantized``: what becomes of quantized weights (``vidax.translator.quant``):
+    ``"keep"`` -- fp8 weights with their scales, and GGUF's Q8_0 Linear weights as int8
+    with their block scales, stay so on the device (``vidax.nn.quant.QArray``, dequantized
+    inside each layer; ``dtype`` casts the rest); ``"dequantize"`` -- every weight becomes
+    floats on the host (``dtype``, else the scale's float32); default (None): keep fp8,
+    dequantize GGUF.
 
     Refused (``VidaxError``, nothing returned): a tree that does not match 1:1, integer or
     boolean data where the model has float parameters (no rule declares it quantized or an
@@ -129,7 +153,7 @@ def load(model_type: str, component: str, checkpoint, *,
     """
     return load_with_report(model_type, component, checkpoint, variant=variant, config=config,
                             dtype=dtype, mesh=mesh, layout=layout, rules=rules,
-                            progress=progress)[0]
+                            progress=progress, quantized=quantized)[0]
 
 
 @contextlib.contextmanager
@@ -155,6 +179,7 @@ def _verified(model_type: str, component: str, checkpoint, *, variant, config, l
     if ckpt is None:
         ckpt = owned = open_checkpoint(checkpoint)
     with owned:
+        gguf.check_architecture(ckpt, spec.model_type, spec.component)
         if config is None:
             config, origin = _resolve_config(spec, ckpt, variant, None)
         if converted.is_converted_checkpoint(ckpt):
@@ -170,12 +195,16 @@ def _verified(model_type: str, component: str, checkpoint, *, variant, config, l
 def load_with_report(model_type: str, component: str, checkpoint, *,
                      variant: str | None = None, config=None, dtype=None, mesh=None,
                      layout: str | None = None, rules: PartitionRules | None = None,
-                     progress: Progress | None = None) -> tuple[nnx.Module, _verify.Report]:
+                     progress: Progress | None = None,
+                     quantized: str | None = None) -> tuple[nnx.Module, _verify.Report]:
     """``load``, also returning the verification report (what matched, what was ignored)."""
     from vidax import dtypes
 
     if dtype is not None:
         dtype = dtypes.parse(dtype, what="the load dtype")
+    if quantized not in QUANTIZED_MODES:
+        raise VidaxError(f"quantized={quantized!r}: choose one of "
+                         f"{', '.join(repr(m) for m in QUANTIZED_MODES)}")
     with _verified(model_type, component, checkpoint, variant=variant, config=config,
                    layout=layout) as (spec, config, report, plan, view):
         source = report.source
@@ -219,13 +248,19 @@ def load_with_report(model_type: str, component: str, checkpoint, *,
 
         def place_one(name: str) -> tuple[jax.Array | None, _Count]:
             target = plan.targets[name]
-            copies = target.copies_on_host(view, dtype)
+            kept = _quantized_host(target, view, quantized)
+            if kept is not None:
+                with copy_slot if len(target.sources) > 1 else contextlib.nullcontext():
+                    return _place_quantized(kept, None if shardings is None
+                                            else shardings[name], bad_seen)
+            cast = None if _stays_fp8(target, view, quantized) else dtype
+            copies = target.copies_on_host(view, cast)
             with copy_slot if copies else contextlib.nullcontext():
                 if shardings is not None:
-                    array, bad = _place_counted(target, view, shardings[name], dtype)
+                    array, bad = _place_counted(target, view, shardings[name], cast)
                     count = _Count(bad, int(np.prod(target.shape)), False)
                 else:
-                    host = target.materialize(view, dtype=dtype)
+                    host = target.materialize(view, dtype=cast)
                     if copies:
                         count = _Count(_verify.count_nonfinite(host), int(host.size), False)
                     else:                     # the stored tensor itself, tested once
@@ -251,7 +286,77 @@ def load_with_report(model_type: str, component: str, checkpoint, *,
                 if progress is not None:
                     progress(done, total, name)
         _check_finite(counts, plan, view, source, dtype, total)
+        report.kept_quantized = sum(isinstance(v.get_value(), QArray) for _, v in leaves
+                                    if v is not None)
         return nnx.merge(graphdef, nnx.from_flat_state(leaves)), report
+
+
+#: The ``quantized=`` choices of :func:`load` (None: keep fp8, dequantize GGUF).
+QUANTIZED_MODES = (None, "keep", "dequantize")
+
+
+def _stays_fp8(target: Target, view: Mapping, mode: str | None) -> bool:
+    """Whether a plain fp8 weight (stored float8, no scale) skips the load's cast: it is
+    placed as stored, and each layer casts it as it reads it."""
+    return (mode != "dequantize" and not target.scaled and target.cast is None
+            and str(target.stored_dtype).startswith("float8") and len(target.shape) >= 2)
+
+
+def _quantized_host(target: Target, view: Mapping, mode: str | None):
+    """``(data, scale, block, format)`` of a weight the load keeps quantized, as host
+    arrays (the data a view of the map where one part feeds it), or None to load it as
+    floats: an fp8 (or int8) weight with its scale(s) unless ``mode`` is ``"dequantize"``;
+    a GGUF Q8_0 Linear weight only when ``mode`` is ``"keep"``."""
+    if mode == "dequantize":
+        return None
+    if target.scaled:
+        parts = target.quantized_parts(view)
+        return None if parts is None else (*parts, None, target.quantized)
+    ref = view[target.sources[0].key]
+    if (mode == "keep" and getattr(ref, "quant", None) == "Q8_0" and len(target.sources) == 1
+            and target.sources[0].axis is None and target.layout == "linear"
+            and target.reshape is None and target.cast is None):
+        qs, d = ref.q8_0_blocks()
+        return qs.T, d.T, 32, "gguf-Q8_0"
+    return None
+
+
+def _place_quantized(kept, sharding, bad_seen) -> tuple[QArray | None, _Count]:
+    """A kept-quantized weight onto its device(s): the data in the weight's sharding (each
+    device's block read from the map on its own), the scale beside it (sharded along the
+    axes it shares with the data, else replicated). NaN/Inf are counted in both."""
+    data, scale, block, fmt = kept
+    scale = np.asarray(scale)
+    bad = _verify.count_nonfinite(data) + _verify.count_nonfinite(scale)
+    count = _Count(bad, int(np.prod(data.shape)), False)
+    if bad or bad_seen.is_set():
+        bad_seen.set()
+        return None, count
+    if sharding is None:
+        placed = QArray(jax.device_put(np.asarray(data)), jax.device_put(scale), block, fmt)
+    else:
+        placed = QArray(
+            jax.make_array_from_callback(data.shape, sharding, lambda i: np.asarray(data[i])),
+            jax.device_put(scale, _scale_sharding(sharding, data.shape, scale.shape)),
+            block, fmt)
+    jax.block_until_ready(placed)
+    return placed, count
+
+
+def _scale_sharding(sharding, data_shape, scale_shape):
+    """The sharding of a quantized weight's scale: the data's partitioning on each trailing
+    axis the scale spans at full or block-divided length (where it divides evenly), else
+    replicated on it."""
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    spec = tuple(sharding.spec) + (None,) * (len(data_shape) - len(sharding.spec))
+    out = []
+    for i, n in enumerate(scale_shape):
+        axis = spec[len(data_shape) - len(scale_shape) + i]
+        names = () if axis is None else (axis if isinstance(axis, tuple) else (axis,))
+        ways = int(np.prod([sharding.mesh.shape[a] for a in names])) if names else 1
+        out.append(axis if n > 1 and n % ways == 0 else None)
+    return NamedSharding(sharding.mesh, PartitionSpec(*out))
 
 
 def _read_whole(ref) -> np.ndarray:
@@ -404,7 +509,7 @@ class _BlockReader:
         self.perm = converter.permutation(target.layout, len(target.shape))
         self.blocks: dict[tuple, np.ndarray] = {}
         self.whole: np.ndarray | None = None
-        self.scale: np.ndarray | None = None
+        self.scales: dict[str, np.ndarray] = {}   # scale key -> its rows, float32
         self.nonfinite = 0            # NaN/Inf values in the distinct blocks read so far
 
     def __call__(self, index: tuple[slice, ...]) -> np.ndarray:
@@ -429,8 +534,6 @@ class _BlockReader:
             for i, p in enumerate(self.perm):
                 stored[p] = bounds[i]
         array = self._read_sources(stored)
-        if t.scale is not None:
-            array = self._dequantize(array, stored)
         # A strided view: the transfer's own copy makes it contiguous on the device.
         array = converter.convert(array, t.layout)
         want = _out_dtype(t, self.dtype)
@@ -460,22 +563,18 @@ class _BlockReader:
             index[source.axis] = slice(source.start + a, source.start + b)
         ref = self.tensors[source.key]
         index = tuple(index)
-        return ref.read_view(index) if hasattr(ref, "read_view") else np.asarray(ref)[index]
-
-    def _dequantize(self, array: np.ndarray, stored: list[tuple[int, int]]) -> np.ndarray:
-        """``block * scale`` (as ``Target.materialize``), with the scale's matching block."""
-        t = self.target
-        if self.scale is None:
-            ref = self.tensors[t.scale]
-            scale = (ref.read() if hasattr(ref, "read") else np.asarray(ref)).astype(np.float32)
-            if scale.ndim and scale.ndim < len(stored):   # per output channel: [out]
-                scale = scale.reshape(scale.shape[0], *([1] * (len(stored) - 1)))
-            self.scale = scale
-        scale = self.scale
+        block = ref.read_view(index) if hasattr(ref, "read_view") else np.asarray(ref)[index]
+        if source.scale is None:
+            return block
+        # ``block * scale`` (as ``Target.materialize``), with the scale's rows of the block
+        scale = self.scales.get(source.scale)
+        if scale is None:
+            scale = self.scales[source.scale] = scale_rows(
+                _read_whole(self.tensors[source.scale]), len(bounds), source)
         if scale.ndim:
-            scale = scale[tuple(slice(a, b) if n != 1 else slice(None)
-                                for (a, b), n in zip(stored, scale.shape))]
-        return (array.astype(np.float32) * scale).astype(converter.as_dtype(t.dtype))
+            a, b = bounds[0]
+            scale = scale[a:b]
+        return (block.astype(np.float32) * scale).astype(converter.as_dtype(self.target.dtype))
 
 
 def _detect_layout(model_type: str, component: str, checkpoint, config) -> str | None:

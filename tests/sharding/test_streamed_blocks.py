@@ -93,7 +93,7 @@ def test_every_block_equals_the_whole_tensor_path(stored, dtype):
                 np.testing.assert_array_equal(np.asarray(array), want, err_msg=f"{path} {spec}")
                 for shard in array.addressable_shards:
                     np.testing.assert_array_equal(np.asarray(shard.data), want[shard.index])
-                if target.reshape is None and target.scale is None:
+                if target.reshape is None and not target.scaled:
                     # Each distinct block read once: the stored bytes, whatever the replication.
                     assert read == stored_bytes, (path, spec, read, stored_bytes)
                 checked += 1

@@ -23,9 +23,13 @@ Rules (each pattern is a regular expression):
   leaf name, a reshape of the stored tensor, or an explicit dtype cast. Search match
   against the key before renaming.
 * ``Dequantize(pattern, scale, dtype, format="scaled")`` -- a quantized weight (fp8, int8)
-  stored with a scale tensor (``scale`` is the template of its key): the target is
-  ``weight * scale`` in ``dtype``; the scale tensor is consumed. The target records the
-  ``format`` (``Target.quantized``), which is what lets its stored data be integers.
+  stored with a scale tensor (``scale`` is the template of its key): the value is
+  ``weight * scale`` in ``dtype``; the scale tensor is consumed. The scale is a scalar (per
+  tensor) or one value per output row (``[out]`` / ``[out, 1]``); each stored part keeps
+  its own scale through a split (the rows of its part) or a merge. The target records the
+  ``format`` (``Target.quantized``), which is what lets its stored data be integers, and
+  :meth:`Target.quantized_parts` gives the data and scale as they are stored, for a model
+  that keeps them quantized on the device (``vidax.nn.quant.QArray``).
 * ``Asset(pattern, what)`` -- a stored tensor that is a file's bytes, not a weight
   (LTX-2.5's text-encoder file keeps its tokenizer and Hugging Face sidecar files as uint8
   tensors): fed to no parameter, listed as an asset (``Plan.assets``) with ``what``.
@@ -35,13 +39,15 @@ Rules (each pattern is a regular expression):
 The weight policy (``vidax.translator.verify.compare``): a parameter the model holds in a
 float dtype is fed only by stored float data, unless its target is declared quantized (a
 ``Dequantize`` rule, or a later quantization rule that sets ``Target.quantized``, e.g.
-GGUF blocks or ``comfy_quant`` layers). Integer and boolean tensors that are no weight are
+GGUF blocks, whose reader marks them with a ``quant`` attribute, or ``comfy_quant``
+layers). Integer and boolean tensors that are no weight are
 ``Ignore``-d or declared an ``Asset``; anything else integer or boolean is a verification
 error naming its key.
 
 Order of application per key: ignore/asset -> dequantize -> split -> tie -> merge -> transform ->
-rename -> leaf/layout. Every stored tensor ends up mapped or ignored with its reason; two tensors
-landing on one path is an error.
+rename -> leaf/layout. ``Mapper.with_rules`` puts a file's own rules (its quantization's,
+``vidax.translator.quant``) ahead of a family's table. Every stored tensor ends up mapped or
+ignored with its reason; two tensors landing on one path is an error.
 """
 
 from __future__ import annotations
@@ -123,16 +129,19 @@ class TensorInfo:
 
     shape: tuple[int, ...]
     dtype: str
+    quant: str | None = None      # a quantized storage format the reader declared (GGUF's)
 
 
 @dataclass(frozen=True)
 class Source:
-    """A stored tensor, or the sub-block ``axis[start:stop]`` of one (a split part)."""
+    """A stored tensor, or the sub-block ``axis[start:stop]`` of one (a split part), with the
+    key of its dequantization scale, if any (``Dequantize``)."""
 
     key: str
     axis: int | None = None
     start: int = 0
     stop: int = 0
+    scale: str | None = None
 
     def index(self, rank: int) -> tuple[slice, ...] | None:
         if self.axis is None:
@@ -154,37 +163,45 @@ class Target:
     cast: str | None
     shape: tuple[int, ...]
     dtype: str
-    scale: str | None = None      # key of a dequantization scale (``Dequantize``)
     stored_dtype: str | None = None   # the stored dtype of the sources (before any step)
     quantized: str | None = None      # the quantization format a rule declared, if any
 
     @property
     def keys(self) -> tuple[str, ...]:
-        keys = [s.key for s in self.sources] + ([self.scale] if self.scale else [])
+        keys = [s.key for s in self.sources] + [s.scale for s in self.sources if s.scale]
         return tuple(dict.fromkeys(keys))
+
+    @property
+    def scaled(self) -> bool:
+        """Whether any stored part is dequantized by a scale (``Dequantize``)."""
+        return any(s.scale for s in self.sources)
 
     def copies_on_host(self, stored: Mapping, dtype=None) -> bool:
         """Whether :meth:`materialize` may make a host copy rather than return a view of the
-        map: a merge, a dequantization or a cast does; a reshape is counted as one (it is a
-        view only of a contiguous block); a layout permutation never copies."""
+        map: a merge, a dequantization (a scale, or a reader's quantized blocks) or a cast
+        does; a reshape is counted as one (it is a view only of a contiguous block); a layout
+        permutation never copies."""
         want = dtype if dtype is not None else self.cast
-        return (len(self.sources) > 1 or self.scale is not None or self.reshape is not None
+        return (len(self.sources) > 1 or self.scaled or self.reshape is not None
+                or getattr(stored[self.sources[0].key], "quant", None) is not None
                 or (want is not None and converter.as_dtype(want)
                     != converter.as_dtype(stored[self.sources[0].key].dtype)))
+
+    def _part(self, tensors: Mapping, source: Source, raw: bool = False) -> np.ndarray:
+        ref = tensors[source.key]
+        part = _read(ref, source.index(len(ref.shape)))
+        if source.scale is None or raw:
+            return part
+        scale = scale_rows(_read(tensors[source.scale], None), part.ndim, source)
+        return (part.astype(np.float32) * scale).astype(converter.as_dtype(self.dtype))
 
     def materialize(self, tensors: Mapping, dtype=None) -> np.ndarray:
         """The Flax-layout array, read from ``tensors`` (key -> object with ``read_view()``,
         e.g. a ``vidax.translator.io.Checkpoint``, or an array), cast to ``dtype`` (or the
         rule's cast) on the host. A view of the memory map -- strided where the layout
         permutes axes or a split cuts an inner one -- where no step copies."""
-        parts = [_read(tensors[s.key], s.index(len(tensors[s.key].shape)))
-                 for s in self.sources]
+        parts = [self._part(tensors, s) for s in self.sources]
         array = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=self.concat_axis)
-        if self.scale is not None:
-            scale = _read(tensors[self.scale], None).astype(np.float32)
-            if scale.ndim and scale.ndim < array.ndim:   # per output channel: [out] or [out, 1]
-                scale = scale.reshape(scale.shape[0], *([1] * (array.ndim - 1)))
-            array = (array.astype(np.float32) * scale).astype(converter.as_dtype(self.dtype))
         if self.reshape is not None:
             array = array.reshape(self.reshape)
         array = converter.convert(array, self.layout)
@@ -192,6 +209,63 @@ class Target:
         if want is not None and converter.as_dtype(want) != array.dtype:
             array = array.astype(converter.as_dtype(want))
         return array
+
+
+    def quantized_parts(self, tensors: Mapping) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(data, scale)`` of a scaled target as stored -- the data in the Flax layout (a
+        view of the map for one part), the scale as float32 broadcastable against it: a
+        scalar, or one value per output row (torch axis 0, which a ``linear`` / ``conv``
+        layout moves last) -- or None where the parts' scales cannot be one such array (a
+        merge across another axis with distinct scales, a reshape). ``data * scale`` is
+        :meth:`materialize`'s value before its cast."""
+        if not self.sources or not all(s.scale for s in self.sources) or self.reshape:
+            return None
+        rows, scales = [], []
+        for s in self.sources:
+            ref = tensors[s.key]
+            value = np.asarray(_read(tensors[s.scale], None), np.float32)
+            n = (s.stop - s.start) if s.axis == 0 else ref.shape[0]
+            if value.size == 1:
+                scales.append(np.full(n, value.reshape(()), np.float32))
+            elif s.axis not in (None, 0):
+                return None
+            else:
+                scales.append(value.reshape(-1)[s.start:s.stop] if s.axis == 0
+                              else value.reshape(-1))
+            rows.append(n)
+        if len(self.sources) > 1 and self.concat_axis != 0:
+            if not all(np.array_equal(a[:1].repeat(len(a)), a) for a in scales) or len(
+                    {float(a[0]) for a in scales}) != 1:
+                return None
+            scales = scales[:1]
+        vector = np.concatenate(scales)
+        data = [self._part(tensors, s, raw=True) for s in self.sources]
+        data = data[0] if len(data) == 1 else np.concatenate(data, axis=self.concat_axis)
+        data = converter.convert(data, self.layout)
+        if np.all(vector == vector[0]):
+            return data, np.asarray(vector[0], np.float32)
+        if self.layout in ("linear", "conv", "conv_transpose"):
+            axis = data.ndim - 1 if self.layout != "conv_transpose" else data.ndim - 2
+        else:
+            axis = 0
+        shape = [1] * data.ndim
+        shape[axis] = vector.size
+        if self.layout == "conv_transpose" or vector.size != data.shape[axis]:
+            return None
+        return data, vector.reshape(shape if axis != data.ndim - 1 else (vector.size,))
+
+
+def scale_rows(scale, ndim: int, source: Source) -> np.ndarray:
+    """A dequantization scale as float32, broadcastable against its stored part (rank
+    ``ndim``): a scalar stays one; one value per output row (``[out]``, ``[out, 1]``) is cut to
+    the part's rows when a split took them (``source.axis == 0``) and shaped ``[rows, 1, ...]``."""
+    scale = np.asarray(scale, np.float32)
+    if scale.size == 1:
+        return scale.reshape(())
+    scale = scale.reshape(-1)
+    if source.axis == 0:
+        scale = scale[source.start:source.stop]
+    return scale.reshape(scale.shape[0], *([1] * (ndim - 1)))
 
 
 def _read(ref, index):
@@ -229,7 +303,6 @@ class _Pending:
     concat_axis: int | None
     shape: tuple[int, ...]
     dtype: str
-    scale: str | None = None
     stored_dtype: str | None = None
     quantized: str | None = None
 
@@ -285,6 +358,14 @@ class Mapper:
             except re.error as e:
                 raise MappingError(f"mapper {self.name}: bad pattern {r.pattern!r}: {e}") from e
 
+    def with_rules(self, rules: tuple[Rule, ...], note: str = "") -> Mapper:
+        """This table with ``rules`` ahead of its own (a file's quantization rules, which
+        hold for any family); the same mapper when there are none."""
+        if not rules:
+            return self
+        return Mapper(f"{self.name} + {note}" if note else self.name, (*rules, *self.rules),
+                      self.description)
+
     def _of(self, kind):
         return [r for r in self.rules if isinstance(r, kind)]
 
@@ -298,7 +379,8 @@ class Mapper:
         ``dtype`` (a ``TensorRef``, a ``TensorInfo``, a numpy array)."""
         plan = Plan()
         infos = {k: TensorInfo(None if v.shape is None else tuple(v.shape),
-                               _dtype_name(v.dtype)) for k, v in tensors.items()}
+                               _dtype_name(v.dtype), getattr(v, "quant", None))
+                 for k, v in tensors.items()}
 
         # 1. ignore, assets
         live: dict[str, TensorInfo] = {}
@@ -330,18 +412,21 @@ class Mapper:
         # 3. split: virtual key -> pending target
         virtual: dict[str, _Pending] = {}
         for k, info in live.items():
-            scale, dtype, quantized = scales.get(k, (None, info.dtype, None))
+            scale, dtype, quantized = scales.get(k, (None, info.dtype, info.quant))
             rule = next((r for r in self._of(Split) if re.fullmatch(r.pattern, k)), None)
             if rule is None:
-                virtual[k] = _Pending((Source(k),), None, info.shape, dtype, scale,
+                virtual[k] = _Pending((Source(k, scale=scale),), None, info.shape, dtype,
                                       info.dtype, quantized)
                 continue
-            if scale is not None:
-                raise MappingError(f"mapper {self.name}: {k} is both quantized and split; "
-                                   "dequantize it into its own key first")
             m = re.fullmatch(rule.pattern, k)
             axis = rule.axis % len(info.shape)
             total = info.shape[axis]
+            scale_shape = infos[scale].shape if scale is not None else None
+            n = int(np.prod(scale_shape)) if scale_shape is not None else 1
+            if n != 1 and (axis != 0 or n != info.shape[0]):
+                raise MappingError(
+                    f"mapper {self.name}: {k} is split on axis {axis}, but its scale {scale} "
+                    f"{list(scale_shape)} is neither one value nor one per row of axis 0")
             sizes = rule.sizes or (total // len(rule.parts),) * len(rule.parts)
             if sum(sizes) != total or len(sizes) != len(rule.parts):
                 raise MappingError(
@@ -351,9 +436,9 @@ class Mapper:
             for part, size in zip(rule.parts, sizes):
                 shape = list(info.shape)
                 shape[axis] = size
-                virtual[m.expand(part)] = _Pending((Source(k, axis, start, start + size),),
-                                                   None, tuple(shape), dtype,
-                                                   stored_dtype=info.dtype)
+                virtual[m.expand(part)] = _Pending(
+                    (Source(k, axis, start, start + size, scale),), None, tuple(shape), dtype,
+                    stored_dtype=info.dtype, quantized=quantized)
                 start += size
 
         # 4. tie: the same data under a second key
@@ -375,16 +460,15 @@ class Mapper:
                         f"mapper {self.name}: merging into {into} needs parts {list(rule.order)}, "
                         f"the checkpoint has {sorted(parts)} ({', '.join(sorted(parts.values()))})")
                 members = [virtual.pop(parts[p]) for p in rule.order]
-                if any(p.scale for p in members):
-                    raise MappingError(f"mapper {self.name}: cannot merge quantized tensors "
-                                       f"into {into}")
                 axis = rule.axis % len(members[0].shape)
                 shape = list(members[0].shape)
                 shape[axis] = sum(p.shape[axis] for p in members)
                 stored = [p.stored_dtype for p in members]
                 virtual[into] = _Pending(tuple(s for p in members for s in p.sources), axis,
                                          tuple(shape), members[0].dtype,
-                                         stored_dtype=_least_float(stored))
+                                         stored_dtype=_least_float(stored),
+                                         quantized=next((p.quantized for p in members
+                                                         if p.quantized), None))
 
         # 6. transform + rename + leaf/layout
         for vk, pending in virtual.items():
@@ -409,8 +493,7 @@ class Mapper:
             out_shape = converter.converted_shape(rank_shape, layout)
             cast = rule.cast if rule is not None else None
             target = Target(path, sources, concat_axis, reshape, layout, cast, out_shape,
-                            cast or dtype, pending.scale, pending.stored_dtype,
-                            pending.quantized)
+                            cast or dtype, pending.stored_dtype, pending.quantized)
             if path in plan.targets:
                 raise MappingError(
                     f"mapper {self.name}: {', '.join(plan.targets[path].keys)} and "

@@ -66,6 +66,8 @@ class Report:
     # (path, key, model dtype, stored dtype): integer/boolean data where the model is float
     wrong_dtype: list[tuple[str, str, str, str]] = field(default_factory=list)
     config_from: str = ""          # where the config compared against came from, if detected
+    quantization: str = ""         # the file's quantized form (vidax.translator.quant), if any
+    kept_quantized: int = 0        # parameters a load kept quantized on the device
 
     @property
     def ok(self) -> bool:
@@ -83,6 +85,10 @@ class Report:
         out = [self.headline()]
         if self.config_from:
             out.append(f"config: {self.config_from}")
+        if self.quantization:
+            kept = (f"; {self.kept_quantized} kept quantized on the device"
+                    if self.kept_quantized else "")
+            out.append(f"quantization: {self.quantization}{kept}")
         if self.ignored:
             reasons: dict[str, list[str]] = {}
             for k, why in self.ignored.items():
