@@ -34,7 +34,7 @@ from flax import nnx
 
 from vidax import registry
 from vidax import sharding as _sharding
-from vidax.errors import VerificationError, VidaxError
+from vidax.errors import MappingError, VerificationError, VidaxError
 from vidax.nn.quant import QArray
 from vidax.sharding import PartitionRules
 from vidax.translator import converter
@@ -69,11 +69,13 @@ def _plan(spec: registry.ComponentSpec, tensors: Mapping):
     if spec.prefix:
         view = PrefixView(tensors, spec.prefix)
     else:
-        prefix = quant.container_prefix(tensors)
-        view = quant.StrippedView(tensors, prefix) if prefix else tensors
+        view = quant.unwrapped(tensors)
     found = quant.detect(view, metadata, source=str(source))
     mapper = spec.get_mapper().with_rules(found.rules, found.form or "")
-    return mapper.plan(view), view, found
+    try:
+        return mapper.plan(view), view, found
+    except MappingError as e:
+        raise MappingError(f"{source}: {e}") from None
 
 
 def verify_tensors(spec: registry.ComponentSpec, cfg, tensors: Mapping, *,

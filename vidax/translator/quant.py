@@ -204,3 +204,26 @@ class StrippedView(Mapping):
 
     def __len__(self) -> int:
         return len(self._keys)
+
+
+def unwrapped(tensors: Mapping) -> Mapping:
+    """A single model's file without its ComfyUI container prefix (the tensors as they are
+    where it has none)."""
+    prefix = container_prefix(tensors)
+    return StrippedView(tensors, prefix) if prefix else tensors
+
+
+def weights_only(view: Mapping, found: Quantization) -> dict:
+    """The tensors of an :func:`unwrapped` file as the release they were quantized from
+    would hold them: the quantization's own tensors (scales, markers, records, which its
+    rules consume or ignore) left out. What ``vidax inspect`` identifies a quantized or
+    repackaged file by."""
+    ignored = [r.pattern for r in found.rules if isinstance(r, Ignore)]
+    scales = set()
+    for rule in (r for r in found.rules if isinstance(r, Dequantize)):
+        for key in view:
+            m = re.fullmatch(rule.pattern, key)
+            if m is not None and m.expand(rule.scale) in view:
+                scales.add(m.expand(rule.scale))
+    return {k: view[k] for k in view
+            if k not in scales and not any(re.fullmatch(p, k) for p in ignored)}
