@@ -179,7 +179,7 @@ def test_models_fits_80_columns(capsys, monkeypatch):
     out = capsys.readouterr().out
     _assert_readable_at(out, 80)
     assert "wan2_1  (vidax generate wan2_1)" in out
-    assert "image_encoder (original), only for: i2v-14b, flf2v-14b" in out
+    assert "image_encoder (original, transformers), only for: i2v-14b, flf2v-14b" in out
 
 
 @pytest.mark.parametrize("width", [80, 60])

@@ -138,14 +138,24 @@ def cmd_inspect(args) -> int:
         info = {"path": str(args.path), "format": ckpt.format, "files": list(ckpt.files),
                 "metadata": dict(ckpt.metadata), "num_tensors": len(tensors),
                 "num_params": sum(_numel(s) for s, _ in tensors.values()), "bytes": nbytes}
+        quantization, weights = _quantization(ckpt, str(args.path))
     dtypes: dict[str, int] = {}
     for _, dt in tensors.values():
         dtypes[dt] = dtypes.get(dt, 0) + 1
     info["dtypes"] = dtypes
     found = manifests.identify(tensors, path=str(args.path))
+    # A quantized or repackaged copy is identified by its weights alone (its scales, markers
+    # and container prefix aside), where its own keys match no release as they are.
+    copy = None
+    if set(weights) != set(tensors) and found.kind not in ("exact", "dtype"):
+        copy = manifests.identify(weights, path=str(args.path))
+        copy = copy if copy.kind in ("exact", "dtype") else None
+    info["quantization"] = quantization
     if args.json:
         info["tensors"] = {k: {"shape": list(s), "dtype": d} for k, (s, d) in tensors.items()}
         info["identification"] = found.to_json()
+        if copy is not None:
+            info["identification_of_weights"] = copy.to_json()
         print(json.dumps(info, indent=1))
         return 0
     con = _console()
@@ -162,8 +172,30 @@ def cmd_inspect(args) -> int:
         con.print(f"  {k} {list(s)} {d}")
     if len(shown) < len(names):
         con.print(f"  ... {len(names) - len(shown)} more (--all lists them)")
-    con.print(found.summary())
+    con.print(f"quantization: {quantization['description']}", markup=False)
+    if copy is not None:
+        con.print("its weights (scales, markers and container prefix aside):", markup=False)
+        con.print(copy.summary(), markup=False)
+    else:
+        con.print(found.summary(), markup=False)
     return 0
+
+
+def _quantization(ckpt, path: str) -> tuple[dict, dict]:
+    """``({"form", "types", "description"}, weights)`` of an open checkpoint: its quantized
+    form (``vidax.translator.quant``; a form vidax does not read is named, not raised) and its
+    tensors as ``(shape, dtype)`` without the quantization's own."""
+    from vidax.errors import CheckpointError
+    from vidax.translator import quant
+
+    view = quant.unwrapped(ckpt)
+    try:
+        found = quant.detect(view, ckpt.metadata, source=path)
+    except CheckpointError as e:
+        return {"form": "unsupported", "types": {}, "description": e.problem}, {}
+    weights = {k: (tuple(v.shape), str(v.dtype))
+               for k, v in quant.weights_only(view, found).items()}
+    return {"form": found.form, "types": found.types, "description": found.describe()}, weights
 
 
 def _numel(shape) -> int:
@@ -262,21 +294,18 @@ def cmd_generate(args) -> int:
         warnings.showwarning = lambda message, *_, **__: con.print(
             f"[yellow]warning:[/] {message}", markup=True, soft_wrap=True)
         # Everything the user typed is checked before a single weight is read.
-        folder_options = {}
-        if args.text_encoder is not None:
-            # Only a family whose text encoder is a separate download takes the folder.
-            if "text_encoder_dir" not in inspect.signature(family.inspect_folder).parameters:
-                raise VidaxError(f"--text-encoder: a {args.model_type} release folder holds its "
-                                 "own text encoder; the option is for releases whose text "
-                                 "encoder is a separate download (cosmos2_5: "
-                                 "Cosmos-Reason1-7B)")
-            folder_options["text_encoder_dir"] = args.text_encoder
+        from vidax.pipelines import overrides
+
+        # Components from elsewhere (--dit FILE, --dit high=FILE, ...), checked to exist
+        # and to be that component before anything loads (vidax.pipelines.overrides).
+        components = {o: overrides.parse_cli(family, o, getattr(args, o))
+                      for o in overrides.OPTIONS}
         if args.video is not None and "video" not in inspect.signature(
                 family.make_request).parameters:
             raise VidaxError(f"--video: {args.model_type} takes no input clip (cosmos2_5's "
                              "and cosmos3's video2world do)")
-        release = family.inspect_folder(args.checkpoint_dir, variant=args.variant,
-                                        **folder_options)
+        release = overrides.inspect(family, args.checkpoint_dir, variant=args.variant,
+                                    components=components, model_type=args.model_type)
         accepts = inspect.signature(family.make_request).parameters
         extra = {"release": release} if "release" in accepts else {}
         if args.no_audio or args.audio_out:
@@ -308,7 +337,7 @@ def cmd_generate(args) -> int:
         family.Pipeline.check_memory(release, request, mesh=mesh, precision=args.precision,
                                      enforce=check)
         pipe = family.Pipeline.from_release(release, mesh=mesh, precision=args.precision,
-                                            console=con)
+                                            console=con, quantized=args.quantized)
         frames = pipe(request=request, memory_check=check)
     path = pipe.write(frames, out, fps=request.fps)
     f, h, w = frames.shape[:3]
@@ -451,7 +480,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     from vidax.pipelines import PIPELINES, PRECISIONS
 
-    s = add("generate", help="a video from a release folder laid out as its authors publish it")
+    s = add("generate", help="a video from a release folder laid out as its authors publish it "
+                             "(or a diffusers folder; components from elsewhere: --dit, --vae, "
+                             "--text-encoder, --image-encoder; docs/generating.md)")
     s.add_argument("model_type", metavar="MODEL_TYPE", type=_pipeline_type,
                    help=f"one of: {', '.join(PIPELINES)}")
     s.add_argument("--checkpoint-dir", required=True, help="the release folder")
@@ -483,14 +514,31 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--fps", type=float,
                    help="frames per second of the mp4 (default: the release's; LTX-Video's "
                         "DiT also reads it)")
-    s.add_argument("--text-encoder", metavar="DIR",
-                   help="Cosmos-Predict2.5: the Cosmos-Reason1-7B folder (weights, config.json, "
-                        "tokenizer.json), a separate download (default: the "
+    s.add_argument("--dit", metavar="FILE", action="append",
+                   help="the DiT from a single file (any of the key layouts vidax reads), in "
+                        "place of the release folder's; Wan2.2 A14B: --dit high=FILE --dit "
+                        "low=FILE (either or both); LTX: the release file (DiT, VAE, ...)")
+    s.add_argument("--vae", metavar="FILE", action="append",
+                   help="the VAE from a single file, in place of the folder's")
+    s.add_argument("--text-encoder", metavar="PATH", action="append",
+                   help="the text encoder from a single file or its folder (a folder also "
+                        "gives the settings and tokenizer the release keeps beside it); "
+                        "HunyuanVideo: llm=PATH, clip=PATH; HunyuanVideo-1.5: llm=PATH, "
+                        "byt5=PATH. Cosmos-Predict2.5: a folder is the Cosmos-Reason1-7B "
+                        "folder (weights, config.json, tokenizer.json; default: the "
                         "VIDAX_COSMOS_TEXT_ENCODER environment variable, else "
-                        "Cosmos-Reason1-7B/ in the release folder); other families refuse it")
+                        "Cosmos-Reason1-7B/ in the release folder)")
+    s.add_argument("--image-encoder", metavar="FILE", action="append",
+                   help="the image encoder (Wan2.1 i2v/flf2v CLIP, HunyuanVideo-1.5 i2v "
+                        "SigLIP) from a single file, in place of the folder's")
     s.add_argument("--precision", type=_precision, default="bf16",
                    help=f"{' or '.join(PRECISIONS)} (or bfloat16, float32, ...): bf16, the "
                         "authors' mixed precision (default); fp32: all float32")
+    s.add_argument("--quantized", choices=("keep", "dequantize"), default=None,
+                   help="a quantized component file (fp8, ComfyUI's scaled fp8, GGUF): keep "
+                        "its weights quantized on the device (fp8, and GGUF's Q8_0 as int8 + "
+                        "scales) or dequantize them at load; default: keep fp8, dequantize "
+                        "GGUF (docs/loading_weights.md)")
     s.add_argument("--skip-memory-check", action="store_true",
                    help="load and run even when the request's memory estimate exceeds what "
                         "the devices have")

@@ -23,7 +23,8 @@ against diffusers' at the same bound. Negative control: the DiT's condition-mask
 at zero (everything else the same) must fail it.
 
 The CLI writes an mp4 (image2world, the text encoder and tokenizer given with
-``--text-encoder``); other families refuse ``--text-encoder``.
+``--text-encoder``); ``--text-encoder`` naming the release folder itself is refused (every
+family takes a text encoder from elsewhere: tests/pipelines/test_component_overrides.py).
 
 The diffusers reference's q/k RMSNorm eps is set to 1e-6 (the authors' value, what vidax uses
 for every release; diffusers builds 1e-5: ``tests/models/cosmos2_5/test_cosmos2_5_dit.py``).
@@ -328,12 +329,13 @@ def test_cli_video_refused_elsewhere(tmp_path, capsys):
     assert rc == 1 and "--video" in capsys.readouterr().err
 
 
-def test_cli_text_encoder_refused_elsewhere(tmp_path, capsys):
+def test_cli_text_encoder_of_the_release_folder_refused(tmp_path, capsys):
     from vidax import cli
 
     rc = cli.main(["generate", "wan2_1", "--checkpoint-dir", str(tmp_path), "--prompt", "x",
                    "--text-encoder", str(tmp_path), "--out", str(tmp_path / "x.mp4")])
-    assert rc == 1 and "--text-encoder" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert rc == 1 and "--text-encoder" in err and "release folder" in err
 
 
 def test_errors(case, tmp_path):

@@ -229,3 +229,31 @@ def test_a_quantized_copy_is_identified_by_its_weights():
     copy = manifests.identify({k: (v.shape, v.dtype) for k, v in weights.items()})
     assert copy.kind == "dtype" and "wan2_1/t2v-1.3b" in copy.releases
     assert manifests.identify({k: (v.shape, v.dtype) for k, v in tensors.items()}).kind == "near"
+
+
+def test_inspect_names_the_quantization(tmp_path, capsys):
+    """``vidax inspect`` of a scaled-fp8 file under ComfyUI's container prefix, and of a
+    ComfyUI format vidax does not read: the form is named (and, for the second, why it is not
+    read), without reading any weight."""
+    import json
+
+    from vidax import cli
+
+    rng = np.random.default_rng(3)
+    tensors = {"model.diffusion_model.scaled_fp8": np.zeros(0, F8),
+               "model.diffusion_model.a.weight": rng.standard_normal((4, 4)).astype(F8),
+               "model.diffusion_model.a.scale_weight": np.array(0.5, np.float32),
+               "model.diffusion_model.a.bias": np.zeros(4, np.float32)}
+    path = tmp_path / "scaled.safetensors"
+    safetensors.numpy.save_file(tensors, path)
+    assert cli.main(["inspect", str(path)]) == 0
+    assert "quantization: comfyui-scaled-fp8 (1 float8_e4m3fn)" in capsys.readouterr().out
+    record = np.frombuffer(json.dumps({"format": "nvfp4"}).encode(), np.uint8)
+    nvfp4 = {"b.weight": rng.integers(0, 255, (4, 2)).astype(np.uint8),
+             "b.weight_scale": np.ones(1, np.float32), "b.comfy_quant": record.copy()}
+    path = tmp_path / "nvfp4.safetensors"
+    safetensors.numpy.save_file(nvfp4, path)
+    assert cli.main(["inspect", str(path), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["quantization"]["form"] == "unsupported"
+    assert "its layers b are quantized as nvfp4" in info["quantization"]["description"]

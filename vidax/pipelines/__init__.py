@@ -54,7 +54,8 @@ def family(model_type: str) -> ModuleType:
 
 
 def pipeline(model_type: str, checkpoint_dir: str | os.PathLike, *, variant: str | None = None,
-             mesh=None, precision: str = "bf16", console=None):
+             mesh=None, precision: str = "bf16", console=None, dit=None, vae=None,
+             text_encoder=None, image_encoder=None, quantized: str | None = None):
     """The generation pipeline of a release folder (the guides: docs/models/<model_type>.md).
 
     Args:
@@ -66,14 +67,31 @@ def pipeline(model_type: str, checkpoint_dir: str | os.PathLike, *, variant: str
         docs/hardware_and_sharding.md).
       precision: ``"bf16"`` (the authors' mixed precision, the default) or ``"fp32"``.
       console: a ``rich.console.Console`` for progress; ``None`` is quiet.
+      dit, vae, text_encoder, image_encoder: a component from elsewhere, replacing the
+        folder's (which then need not hold it): a single file (a folder, for a text
+        encoder); where a family has several behind one option, a dict, e.g. Wan2.2 A14B's
+        ``dit={"high": FILE, "low": FILE}`` (:mod:`vidax.pipelines.overrides`; the CLI's
+        ``--dit`` ...). Cosmos-Predict2.5's ``text_encoder=DIR`` is its Reason1 folder
+        (weights and tokenizer).
+      quantized: what becomes of a quantized file's weights (fp8, GGUF;
+        docs/loading_weights.md): ``"keep"`` (fp8 and GGUF Q8_0 stay quantized on the device),
+        ``"dequantize"``, or None (the default: fp8 kept, GGUF dequantized).
 
     Every component file is found and verified against its model before any weight is read;
     a missing file, or a file that is not the component it stands for, is one clear error.
+    A diffusers folder (``model_index.json``) loads where the family's pipeline reads one
+    (CogVideoX, Cosmos-Predict2.5, Cosmos3, Wan2.1, Wan2.2); elsewhere the error names the
+    components vidax has no diffusers layout of (docs/generating.md).
     """
+    from vidax.pipelines import overrides
+
     module = family(model_type)
-    release = module.inspect_folder(checkpoint_dir, variant=variant)
+    release = overrides.inspect(module, checkpoint_dir, variant=variant, model_type=model_type,
+                                components={
+                                    "dit": dit, "vae": vae, "text_encoder": text_encoder,
+                                    "image_encoder": image_encoder})
     return module.Pipeline.from_release(release, mesh=mesh, precision=precision,
-                                        console=console)
+                                        console=console, quantized=quantized)
 
 
 def _facts(model_type: str) -> dict:

@@ -13,6 +13,9 @@ What a family module provides (the names :mod:`vidax.pipelines` and ``vidax gene
     its own config files (which release and task), :func:`find_files` (each weight file by its
     registry file patterns, each needed folder; one error that lists every missing file), then
     a :class:`Release`: the defaults and, per weight file, its path, config and registry spec.
+    ``COMPONENT_OPTIONS`` (module attribute): which Part key ``--dit`` / ``--vae`` /
+    ``--text-encoder`` / ``--image-encoder`` replace; :func:`find_files` takes such a part
+    from where it was given (:mod:`vidax.pipelines.overrides`, docs/generating.md).
 ``make_request(task, variant, prompt, **options) -> Request``
     the family's own checks (which images a task takes, ...), then :meth:`Request.resolve`
     for the shared options (one clear error each) with the family's extra fields (a
@@ -106,7 +109,7 @@ import numpy as np
 from flax import nnx
 
 from vidax import loading, registry
-from vidax.pipelines import memory
+from vidax.pipelines import memory, overrides
 from vidax.errors import MemoryEstimateError, NumericalError, VerificationError, VidaxError
 from vidax.sharding import constrain_batch, shard_batch, use_mesh
 from vidax.pipelines.inputs import (RELEASES, check_count, check_frames, check_seed, check_size,
@@ -370,19 +373,27 @@ def open_folder(folder, family: str, variants, variant: str | None,
 def find_files(folder: Path, parts, needed=(), *, what: str, also_missing=()) -> dict:
     """key -> path of each :class:`Part` (by its spec's file patterns; an index file
     wins over its shards) and each :class:`Needed` folder. Raises one error naming the folder
-    and every missing file, ``also_missing`` (the family's own lines) last."""
-    files, missing = {}, []
+    and every missing file, ``also_missing`` (the family's own lines) last. A part given
+    from elsewhere (:mod:`vidax.pipelines.overrides`: ``--dit FILE``, ...) is taken from
+    there; a folder given for it also stands for each needed folder at the part's ``under``
+    (a text encoder's own settings and tokenizer)."""
+    files, missing, moved = {}, [], {}
     for part in parts:
         where = folder / part.under
-        if any(any(where.glob(pattern)) for pattern in part.spec.files):
+        if overrides.given(part.key) is not None:
+            files[part.key] = overrides.path_for(part.key, part.spec)
+            if part.under and overrides.folder_for(part.key) is not None:
+                moved[part.under] = overrides.folder_for(part.key)
+        elif any(any(where.glob(pattern)) for pattern in part.spec.files):
             files[part.key] = loading.find_files(where, part.spec)
         else:
             name = part.shown or part.spec.files[-1]
             missing.append(f"{Path(part.under) / name if part.under else name} ({part.role})")
     for need in needed:
-        files[need.key] = folder / need.path
-        missing += [f"{need.path}/{name} ({need.role})" for name in need.holds
-                    if not (folder / need.path / name).is_file()]
+        files[need.key] = moved.get(need.path, folder / need.path)
+        missing += [f"{files[need.key] if need.path in moved else need.path}/{name} "
+                    f"({need.role})" for name in need.holds
+                    if not (files[need.key] / name).is_file()]
     missing += list(also_missing)
     if missing:
         raise VidaxError(f"{folder} is not a complete {what} folder: missing "
@@ -422,14 +433,15 @@ def verify_component(spec, path: str | os.PathLike, config) -> None:
 
 
 def load_component(progress: Progress, model_type: str, component: str, path: Path, config,
-                   dtype, mesh=None, *, layout: str | None = None, label: str | None = None):
+                   dtype, mesh=None, *, layout: str | None = None, label: str | None = None,
+                   quantized: str | None = None):
     """One component through ``vidax.load`` (verified 1:1), with a progress bar and its
     report's headline."""
     label = label or component
     with progress.phase(f"loading {label} ({Path(path).name})") as advance:
         model, report = loading.load_with_report(
             model_type, component, path, config=config, dtype=dtype, mesh=mesh, layout=layout,
-            progress=lambda done, total, name: advance(total=total))
+            progress=lambda done, total, name: advance(total=total), quantized=quantized)
     progress.line(f"  {label}: {report.headline()}")
     return model
 
@@ -524,9 +536,11 @@ class PipelineBase:
     # ------------------------------------------------------------------------- loading
     @classmethod
     def from_release(cls, release: Release, *, mesh=None, precision: str = "bf16",
-                     console=None, **options) -> PipelineBase:
+                     console=None, quantized: str | None = None, **options) -> PipelineBase:
         """Verify every weight file against its model (no weight read), then load each one
-        (``options``: the family's, see its ``__init__``)."""
+        (``quantized``: ``vidax.load``'s, for quantized files: ``"keep"``, ``"dequantize"``,
+        default keep fp8 and dequantize GGUF; ``options``: the family's, see its
+        ``__init__``)."""
         pipe = cls(release, mesh=mesh, precision=precision, console=console, **options)
         for key, spec in release.specs.items():
             verify_component(spec, release.files[key], release.configs[key])
@@ -536,7 +550,7 @@ class PipelineBase:
             pipe.adopt(key, load_component(
                 pipe._progress, spec.model_type, spec.component, release.files[key],
                 release.configs[key], pipe.param_dtype(spec.component), mesh,
-                layout=spec.layout, label=key))
+                layout=spec.layout, label=key, quantized=quantized))
         pipe.setup()
         return pipe
 

@@ -72,7 +72,7 @@ from vidax.models.cogvideox.dit import CogVideoXDiTConfig
 from vidax.models.cogvideox.vae import (DECODE_FRAMES_PER_CHUNK, CogVideoXVAEConfig,
                                         frame_batches)
 from vidax.models.t5.model import T5Config
-from vidax.pipelines import base, memory
+from vidax.pipelines import base, memory, overrides
 from vidax.pipelines.base import (Defaults, Needed, Part, PipelineBase, Release, Run, find_files,
                                   open_folder)
 from vidax.pipelines.inputs import load_image, read_json_config, read_noise, refuse, seed_key
@@ -96,6 +96,9 @@ COMPONENTS = {"dit": ("transformer", CogVideoXDiTConfig, "the DiT"),
               "text_encoder": ("text_encoder", T5Config, "the T5 text encoder")}
 TOKENIZER_FILES = ("tokenizer.json", "spiece.model")
 SCHEDULER = Needed("scheduler", "scheduler", ("scheduler_config.json",), "the scheduler config")
+#: The Parts ``--dit`` / ``--vae`` / ``--text-encoder`` replace (:mod:`vidax.pipelines.overrides`;
+#: a folder given also holds that component's ``config.json``).
+COMPONENT_OPTIONS = {key: key for key in COMPONENTS}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,16 +154,17 @@ def inspect_folder(folder, variant: str | None = None) -> Release:
              "text_encoder": registry.get("t5", "encoder", layout="transformers")}
     parts = [Part(key, spec, COMPONENTS[key][2], "text_encoder" if key == "text_encoder"
                   else "") for key, spec in specs.items()]
-    also = [f"{d}/config.json ({role}'s config)" for d, _, role in COMPONENTS.values()
-            if not (folder / d / "config.json").is_file()]
+    dirs = {key: overrides.folder_for(key) or folder / d for key, (d, _, _) in COMPONENTS.items()}
+    also = [f"{overrides.folder_for(key) or d}/config.json ({role}'s config)" for key, (
+        d, _, role) in COMPONENTS.items() if not (dirs[key] / "config.json").is_file()]
     if not any((folder / "tokenizer" / name).is_file() for name in TOKENIZER_FILES):
         also.append("tokenizer/spiece.model or tokenizer/tokenizer.json (the T5 tokenizer)")
     files = find_files(folder, parts, [SCHEDULER], what="CogVideoX release",
                        also_missing=also)
     files["tokenizer"] = folder / "tokenizer"
     configs = {}
-    for key, (d, config_class, role) in COMPONENTS.items():
-        path = folder / d / "config.json"
+    for key, (_, config_class, role) in COMPONENTS.items():
+        path = dirs[key] / "config.json"
         try:
             configs[key] = config_class.from_dict(read_json_config(path))
         except (TypeError, KeyError, ValueError) as e:

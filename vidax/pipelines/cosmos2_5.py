@@ -149,6 +149,9 @@ class Release(base.Release):
 
 ROLES = {"dit": "the DiT", "vae": "the Wan2.1 VAE", "text_encoder": "the Reason1 text encoder",
          "tokenizer": "the Qwen2.5-VL tokenizer"}
+#: The Parts ``--dit`` / ``--vae`` / ``--text-encoder FILE`` replace
+#: (:mod:`vidax.pipelines.overrides`; ``--text-encoder DIR`` is ``text_encoder_dir``).
+COMPONENT_OPTIONS = {"dit": "dit", "vae": "vae", "text_encoder": "text_encoder"}
 
 
 def _dit_size(path: Path) -> str:

@@ -90,6 +90,8 @@ CHATML = ("<|im_start|>", "<|im_end|>")
 _MAX_TOKENS = 1 << 16
 
 ROLES = {"dit": "the Cosmos3 DiT", "vae": "the Wan2.2 VAE"}
+#: The Parts ``--dit`` / ``--vae`` replace (:mod:`vidax.pipelines.overrides`).
+COMPONENT_OPTIONS = {"dit": "dit", "vae": "vae"}
 
 
 def defaults_for(variant: str) -> Defaults:

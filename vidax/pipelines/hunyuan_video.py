@@ -135,6 +135,10 @@ COMPONENTS = {
     "text_encoder": ("llama", "transformers", "the LLaVA-Llama-3-8B language model"),
     "text_encoder_2": ("clip", "transformers", "the CLIP-L text encoder"),
 }
+#: The Parts ``--dit``, ``--vae``, ``--text-encoder [llm=]PATH`` / ``clip=PATH`` replace
+#: (:mod:`vidax.pipelines.overrides`; a text encoder's folder holds its tokenizer too).
+COMPONENT_OPTIONS = {"dit": "dit", "vae": "vae", "text_encoder": {
+    "": "text_encoder", "llm": "text_encoder", "clip": "text_encoder_2"}}
 
 
 def inspect_folder(folder, variant: str | None = None) -> Release:

@@ -86,7 +86,7 @@ from vidax.models.hunyuan_video1_5.vae import tile_geometry
 from vidax.models.reason1.config import Reason1Config
 from vidax.models.siglip.config import SiglipVisionConfig
 from vidax.models.t5.config import T5Config
-from vidax.pipelines import base, memory
+from vidax.pipelines import base, memory, overrides
 from vidax.pipelines.base import Needed, Part, PipelineBase, Run, find_files, open_folder
 from vidax.pipelines.image import (BUCKET_BASE, resize_cover_center_crop, resolution_bucket,
                                    siglip_pixels)
@@ -187,6 +187,10 @@ def defaults_for(variant: str, tiny: bool = False) -> Defaults:
 # ----------------------------------------------------------------------------- the release
 ROLES = {"dit": "the DiT", "vae": "the VAE", "text_encoder": "the Qwen2.5-VL text encoder",
          "byt5": "the Glyph-SDXL-v2 byT5 encoder", "image_encoder": "the SigLIP image encoder"}
+#: The Parts ``--dit``, ``--vae``, ``--text-encoder [llm=]PATH`` / ``byt5=FILE`` and
+#: ``--image-encoder`` replace (:mod:`vidax.pipelines.overrides`).
+COMPONENT_OPTIONS = {"dit": "dit", "vae": "vae", "image_encoder": "image_encoder",
+                     "text_encoder": {"": "text_encoder", "llm": "text_encoder", "byt5": "byt5"}}
 GLYPH = "text_encoder/Glyph-SDXL-v2"
 SIGLIP = "vision_encoder/siglip"
 
@@ -258,7 +262,8 @@ def inspect_folder(folder, variant: str | None = None) -> Release:
                           "SigLIP's settings"),
                    Needed("feature_extractor_folder", f"{SIGLIP}/feature_extractor",
                           ("preprocessor_config.json",), "SigLIP's image processor settings")]
-    dit_file = dit_folder / "diffusion_pytorch_model.safetensors"
+    dit_file = overrides.path_for("dit", specs["dit"]) or (
+        dit_folder / "diffusion_pytorch_model.safetensors")
     files = find_files(folder, parts, needed, what="HunyuanVideo-1.5 release",
                        also_missing=[] if dit_file.is_file() else [
                            f"transformer/{variant}/{dit_file.name} (the DiT)"])

@@ -29,10 +29,10 @@ What the authors' ``ltx-pipelines`` 1.0.0 does (``ti2vid_one_stage.py``, ``disti
 * decoding: the video VAE on the normalised latents (2.5: the diffusion decoder or the conv
   one), the audio VAE to a stereo mel spectrogram, the vocoder to the waveform.
 
-The files: the 2.0 / 2.3 single file (DiT, video VAE, audio VAE, vocoder, text projection;
-every config in its ``__metadata__``) beside the Gemma 3 folder; 2.5's split files (the
-transformer, ``vae/`` video and audio files, ``text_encoders/`` Gemma 4 with the projection,
-tokenizer and config inside). The latent upsampler file is optional (distilled stage 2).
+The files: 2.0 / 2.3's single file (DiT, video and audio VAEs, vocoder, text projection; the
+configs in its ``__metadata__``) beside the Gemma 3 folder; 2.5's split files (transformer,
+``vae/`` video and audio files, ``text_encoders/`` Gemma 4 with projection, tokenizer and
+config). Optional: the latent upsampler (distilled stage 2). Overrides: overrides.py.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from vidax import loading, registry
 from vidax.errors import VidaxError
 from vidax.models.ltx2_5.dit import Modality, Perturbations, audio_positions, video_positions
 from vidax.models.ltx2_audio import audio_vae
-from vidax.pipelines import base, memory
+from vidax.pipelines import base, memory, overrides
 from vidax.pipelines.base import PipelineBase, Run, open_folder
 from vidax.pipelines.image import h264_round_trip, resize_bilinear
 from vidax.pipelines.inputs import load_image, seed_key
@@ -62,6 +62,7 @@ from vidax.translator.io import open_checkpoint
 MODEL_TYPE = "ltx2_5"
 TASKS = ("t2av", "i2av")
 VERSIONS = ("2.0", "2.3", "2.5")
+COMPONENT_OPTIONS = {"dit": "dit", "vae": "vae", "text_encoder": "text_encoder"}  # overrides.py
 VARIANTS = ("2.0-19b-dev", "2.0-19b-distilled", "2.3-22b-dev", "2.3-22b-distilled",
             "2.5-22b-dev", "2.5-22b-distilled")
 TEXT_LEN = 1024                       # ltx-core's LTXVGemmaTokenizer(tokenizer_root, 1024)
@@ -191,12 +192,12 @@ def inspect_folder(folder, variant: str | None = None) -> Release:
     ``vae/ltx-2.5-video-vae-*.safetensors`` (the diffusion decoder's file and/or the conv
     one), ``vae/ltx-2.5-audio-vae*.safetensors``, ``text_encoders/gemma4-12b-with-proj-ltx-2.5*``.
     Optional everywhere: ``ltx-2*-spatial-upscaler-*.safetensors`` (distilled stage 2)."""
-    folder = open_folder(folder, "LTX-2", VARIANTS, variant,
-                         "ltx-2*.safetensors and the Gemma text encoder")
+    folder = open_folder(folder, "LTX-2", VARIANTS, variant, "ltx-2*.safetensors and Gemma")
     dit_spec = registry.get(MODEL_TYPE, "dit")
     up_patterns = registry.get(MODEL_TYPE, "upsampler").files
     dit_files = [p for p in sorted({p for pat in dit_spec.files for p in folder.glob(pat)})
                  if not any(p.match(u) for u in up_patterns)]
+    dit_files = [overrides.path_for("dit")] if overrides.given("dit") else dit_files
     if len(dit_files) != 1:
         raise VidaxError(
             f"{folder} is not an LTX-2 release folder: " + (
@@ -228,8 +229,8 @@ def inspect_folder(folder, variant: str | None = None) -> Release:
     add("dit", (MODEL_TYPE, "dit"), dit_file, "the DiT")
     if version in ("2.0", "2.3"):
         for key in ("vae", "audio_vae", "vocoder", "text_projection"):
-            add(key, (MODEL_TYPE, key), dit_file, key)
-        gemma = _gemma_folder(folder)
+            add(key, (MODEL_TYPE, key), overrides.path_for(key) or dit_file, key)
+        gemma = overrides.folder_for("text_encoder") or _gemma_folder(folder)
         add("text_encoder", ("gemma", "text_encoder"), gemma,
             "the Gemma 3 folder (gemma-3-12b-it-qat-q4_0-unquantized/: config.json, weights, "
             "tokenizer.json)", layout="transformers")
@@ -237,7 +238,8 @@ def inspect_folder(folder, variant: str | None = None) -> Release:
             files["tokenizer"] = gemma
     else:
         vae_dir, te_dir = folder / "vae", folder / "text_encoders"
-        diffusion = _one(vae_dir, registry.get(MODEL_TYPE, "video_vae").files, "video VAE")
+        diffusion = overrides.path_for("vae") or _one(
+            vae_dir, registry.get(MODEL_TYPE, "video_vae").files, "video VAE")
         conv = _one(vae_dir, registry.get(MODEL_TYPE, "video_vae_conv").files, "conv VAE")
         if diffusion is not None:      # the release's video VAE: the diffusion decoder
             add("vae", (MODEL_TYPE, "video_vae"), diffusion, "vae/ltx-2.5-video-vae-bf16")
@@ -245,15 +247,14 @@ def inspect_folder(folder, variant: str | None = None) -> Release:
             add("vae" if diffusion is None else "vae_conv", (MODEL_TYPE, "video_vae_conv"),
                 conv, "vae/ltx-2.5-video-vae-conv")
         if diffusion is None and conv is None:
-            missing.append("vae/ltx-2.5-video-vae-bf16.safetensors (the video VAE; or its "
-                           "conv file)")
+            missing.append("vae/ltx-2.5-video-vae-bf16.safetensors (the video VAE, or its conv)")
         audio = _one(vae_dir, registry.get(MODEL_TYPE, "audio_vae").files[-1:], "audio VAE")
         add("audio_vae", (MODEL_TYPE, "audio_vae"), audio,
             "vae/ltx-2.5-audio-vae-bf16.safetensors (the audio VAE and vocoder)")
         if audio is not None:
             add("vocoder", (MODEL_TYPE, "vocoder"), audio, "the vocoder")
         te_spec = registry.get(MODEL_TYPE, "text_encoder", layout="transformers")
-        te = _one(te_dir, te_spec.files, "text encoder")
+        te = overrides.path_for("text_encoder") or _one(te_dir, te_spec.files, "text encoder")
         add("text_encoder", (MODEL_TYPE, "text_encoder"), te,
             "text_encoders/gemma4-12b-with-proj-ltx-2.5-bf16.safetensors (Gemma 4 with its "
             "projection, tokenizer and config)", layout="transformers")
@@ -273,8 +274,7 @@ def inspect_folder(folder, variant: str | None = None) -> Release:
                              f"DistilledPipeline); this upsampler is x{cfg.spatial_scale:g}"
                              f"{' in time' if cfg.temporal_upsample else ''}: keep the x2 file "
                              "in the folder")
-    name = dit_file.name
-    mode = "distilled" if "distilled" in name else "dev"
+    mode = "distilled" if "distilled" in dit_file.name else "dev"
     size = {"2.0": "19b", "2.3": "22b", "2.5": "22b"}[version]
     variant = variant or f"{version}-{size}-{mode}"
     _check_text_encoder(version, metadata, files, dit_file)

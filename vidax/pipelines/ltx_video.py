@@ -29,7 +29,7 @@ from vidax import registry
 from vidax.errors import VidaxError
 from vidax.models.ltx_video.dit import SKIP_LAYER_STRATEGIES, skip_layer_mask
 from vidax.models.t5.model import T5Config
-from vidax.pipelines import base, memory
+from vidax.pipelines import base, memory, overrides
 from vidax.pipelines.base import Needed, Part, PipelineBase, Run, find_files, open_folder
 from vidax.pipelines.inputs import (check_frames, check_size, load_image, read_json_config, refuse,
                                     seed_key, tokenize)
@@ -47,6 +47,9 @@ _FILE_VARIANTS = {"ltxv-{1}-{0}-{2}".format(*v.split("-")): v for v in VARIANTS}
 UPSAMPLER_PATTERN = "ltxv-spatial-upscaler-*.safetensors"
 TEXT_ENCODER_DIR = "text_encoder"
 TOKENIZER_DIR = "tokenizer"
+#: ``--dit FILE``: the release file (DiT + VAE, their configs in its metadata); ``--text-encoder
+#: PATH`` (a folder: with its config.json) -- :mod:`vidax.pipelines.overrides`.
+COMPONENT_OPTIONS = {"dit": "dit", "text_encoder": "text_encoder"}
 #: ``text_encoder_max_tokens`` of their pipeline.
 TEXT_LEN = 256
 
@@ -214,7 +217,8 @@ def inspect_folder(folder, variant: str | None = None) -> Release:
     folder = open_folder(folder, "LTX-Video", VARIANTS, variant,
                          "ltxv-*.safetensors, text_encoder/, tokenizer/")
     upscalers = sorted(folder.glob(UPSAMPLER_PATTERN))
-    singles = sorted(p for p in folder.glob("ltxv-*.safetensors") if p not in upscalers)
+    singles = [overrides.path_for("dit")] if overrides.given("dit") else sorted(
+        p for p in folder.glob("ltxv-*.safetensors") if p not in upscalers)
     for found, what in ((singles, "LTX-Video release files"), (upscalers, "upscalers")):
         if len(found) > 1:
             raise VidaxError(f"{folder} holds {len(found)} {what} "
@@ -232,7 +236,7 @@ def inspect_folder(folder, variant: str | None = None) -> Release:
             (f"{TOKENIZER_DIR}/spiece.model or tokenizer.json (the T5 tokenizer)",
              (tokenizer / "tokenizer.json").is_file() or (tokenizer / "spiece.model").is_file()))
             if not ok])
-    single = singles[0]
+    single, te_dir = singles[0], files["text_encoder_dir"]
     with open_checkpoint(single) as ckpt:
         metadata = ckpt.metadata
     # the models' configs by the registry's config_from_metadata (which checks their sections)

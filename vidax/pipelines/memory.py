@@ -276,11 +276,15 @@ def estimate(pipe, request, *, weights: bool = True) -> Estimate:
                       mesh=",".join(f"{k}={v}" for k, v in axes.items()))
     for key, spec in pipe.release.specs.items() if weights else ():
         dtype = np.dtype(pipe.param_dtype(spec.component))
-        count = sum(math.prod(a.shape) for a in abstract_params(
-            spec.model_class(), pipe.release.configs[key]).values())
+        config = pipe.release.configs[key]
+        held = held_bytes(spec, pipe.release.files.get(key), config, dtype)
+        if held is None:
+            count = sum(math.prod(a.shape) for a in abstract_params(
+                spec.model_class(), config).values())
+            held = (count * dtype.itemsize, dtype.name)
         shards = axes.get("fsdp", 1) * axes.get("tp", 1) if spec.component == "dit" else 1
-        result.weights[key] = -(-count * dtype.itemsize // shards)
-        result.dtypes[key] = dtype.name
+        result.weights[key] = -(-held[0] // shards)
+        result.dtypes[key] = held[1]
     result.weights = pipe.weights_on_device(result.weights)
     dit, vae = pipe.dit_geometry(request), pipe.vae_geometry(request)
     problem = dit is not None and dit.split and sequence_parallel_problem(
@@ -297,6 +301,39 @@ def estimate(pipe, request, *, weights: bool = True) -> Estimate:
 
 
 # ----------------------------------------------------------------------------- devices
+def held_bytes(spec, path, config, dtype) -> tuple[int, str] | None:
+    """``(bytes, dtypes)`` a weight file's parameters hold on the devices once loaded at
+    ``dtype`` -- its fp8 weights kept as stored with their scales (``vidax.load``'s default),
+    the rest at ``dtype`` -- from its header alone; None where the file holds nothing
+    quantized (the abstract count is then exact) or cannot be planned here (the load's own
+    verification will say why)."""
+    import numpy as np
+
+    from vidax import loading
+    from vidax.errors import VidaxError
+    from vidax.translator.io import open_checkpoint
+
+    if path is None:
+        return None
+    try:
+        with open_checkpoint(path) as ckpt:
+            plan, view = loading.plan_tensors(spec, ckpt)
+            if not any(t.scaled or str(t.stored_dtype).startswith("float8")
+                       for t in plan.targets.values()):
+                return None
+            total, kept = 0, set()
+            for t in plan.targets.values():
+                if t.scaled or (str(t.stored_dtype).startswith("float8") and len(t.shape) > 1):
+                    kept.update(t.keys)       # split parts share their fused tensor
+                else:
+                    total += math.prod(t.shape) * np.dtype(dtype).itemsize
+            total += sum(view[k].nbytes for k in kept)
+            kept = sum(str(view[k].dtype).startswith("float8") for k in kept)
+    except (VidaxError, OSError):
+        return None
+    return total, f"{np.dtype(dtype).name}, {kept} fp8 weights kept"
+
+
 def host_available() -> tuple[int | None, str]:
     """Host RAM available: ``MemAvailable`` of ``/proc/meminfo`` (Linux), else the free
     pages ``os.sysconf`` reports."""

@@ -63,6 +63,9 @@ COMPONENTS = {"t2v": ("dit", "vae", "text_encoder"),
               "flf2v": ("dit", "vae", "text_encoder", "image_encoder")}
 ROLES = {"dit": "the DiT", "vae": "the VAE", "text_encoder": "the UMT5 text encoder",
          "image_encoder": "the CLIP image encoder"}
+#: ``--dit`` / ``--vae`` / ``--text-encoder`` / ``--image-encoder`` -> the Part each replaces
+#: (:mod:`vidax.pipelines.overrides`).
+COMPONENT_OPTIONS = {c: c for c in ROLES}
 
 #: ``wan_shared_cfg.sample_neg_prompt``; i2v_14B's, and flf2v_14B's (prefixed once more).
 NEGATIVE_PROMPT = (

@@ -34,7 +34,7 @@ from vidax import registry
 from vidax.errors import VidaxError
 from vidax.models.wan2_2.config import (WAN2_2_LATENTS_MEAN, WAN2_2_LATENTS_STD,
                                         Wan22DiTConfigs, Wan22VAEConfig)
-from vidax.pipelines import wan2_1
+from vidax.pipelines import overrides, wan2_1
 from vidax.pipelines.base import Part, Release, find_files, open_folder
 from vidax.pipelines.inputs import load_image, number, read_json_config, refuse, to_unit_range
 from vidax.pipelines.inputs import noise_array  # noqa: F401  (the tests' name for it)
@@ -57,6 +57,10 @@ TI2V_VAE_STRIDE = (4, 16, 16)
 TI2V_LATENT_CHANNELS = 48
 TI2V_SIZE_MULTIPLE = TI2V_VAE_STRIDE[1] * wan2_1.PATCH[1]
 EXPERT_POLICIES = ("auto", "resident", "swap")
+#: The Parts ``--dit`` (``--dit high=FILE --dit low=FILE``: the A14B experts), ``--vae`` and
+#: ``--text-encoder`` replace (:mod:`vidax.pipelines.overrides`).
+COMPONENT_OPTIONS = {"dit": {"": "dit", "high": HIGH, "low": LOW}, "vae": "vae",
+                     "text_encoder": "text_encoder"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,8 +130,14 @@ def inspect_folder(folder, variant: str | None = None) -> Release:
     ``high_noise_model/`` and ``low_noise_model/``; the variant (default) is identified
     from the DiTs' ``config.json``."""
     folder = open_folder(folder, "Wan2.2", VARIANTS, variant)
-    two = any((folder / e).is_dir() for e in EXPERTS) or variant in ("t2v-a14b", "i2v-a14b")
+    two = any((folder / e).is_dir() for e in EXPERTS) or variant in ("t2v-a14b", "i2v-a14b") \
+        or (any(map(overrides.given, EXPERTS)) and not (folder / wan2_1.CONFIG_FILE).is_file())
     dit_dirs = EXPERTS if two else ("",)
+    for key in ("dit",) if two else EXPERTS:
+        if overrides.given(key):
+            raise VidaxError(f"{overrides.given(key).label}: " + (
+                "an A14B release has two experts: --dit high=FILE and/or --dit low=FILE "
+                "(dit={'high': ..., 'low': ...})" if two else "TI2V-5B has one DiT: --dit FILE"))
     paths = [folder / d / wan2_1.CONFIG_FILE for d in dit_dirs]
     found = [(p, *_dit_config(p)) for p in paths if p.is_file()]
     if len({(task, dit) for _, task, dit in found}) > 1:
