@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from vidax.errors import VidaxError  # noqa: E402
-from vidax.manifests import load_manifest  # noqa: E402
+from vidax.manifests import DERIVED_FAMILIES, load_manifest  # noqa: E402
 
 DEFAULT_SOURCE = ROOT.parent / "shared" / "manifests"
 TARGET = ROOT / "vidax" / "data" / "manifests"
@@ -54,7 +54,8 @@ def main(argv=None) -> int:
     except VidaxError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    present = set(TARGET.glob(f"*/*{SUFFIX}"))
+    # the families vidax derives itself (scripts/derive_comfyui_manifests.py) are not synced
+    present = {p for p in TARGET.glob(f"*/*{SUFFIX}") if p.parent.name not in DERIVED_FAMILIES}
     stale = sorted(present - wanted.keys())
     changed = sorted(p for p, data in wanted.items()
                      if not p.is_file() or p.read_bytes() != data)

@@ -20,6 +20,11 @@ def test_docs_tables_are_current():
     _check("gen_docs.py")
 
 
+def test_derived_comfyui_manifests_are_current():
+    """vidax/data/manifests/comfyui/ is what scripts/derive_comfyui_manifests.py derives."""
+    _check("derive_comfyui_manifests.py")
+
+
 @pytest.mark.slow     # builds every family's reference at its tiny config (torch, diffusers)
 def test_tiny_layouts_are_the_authors():
     """vidax/data/tiny/ records the authors' own key layouts at vidax's tiny configs."""

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from vidax.errors import RegistryError, VidaxError
-from vidax.manifests import (TensorSpec, all_manifests, get_manifest, identify, load_manifest,
-                             shared_sets)
+from vidax.manifests import (DERIVED_FAMILIES, TensorSpec, all_manifests, get_manifest, identify,
+                             load_manifest, shared_sets)
 
 PACKAGED = Path(__file__).resolve().parents[1] / "vidax" / "data" / "manifests"
 NAMES = [m.name for m in all_manifests()]
@@ -44,11 +44,6 @@ def test_packaged_copy_equals_shared_source(shared_manifests):
         assert gzip.decompress(packaged[name].read_bytes()) == src.read_bytes(), name
     derived = [n for n in NAMES if n.split("/")[0] in DERIVED_FAMILIES]
     assert sorted(NAMES) == sorted([*sources, *derived])
-
-
-#: Packaged manifests vidax derives itself (scripts/derive_comfyui_manifests.py: ComfyUI's
-#: repackaged files, from ComfyUI's classes), with no copy in ../shared: each says how.
-DERIVED_FAMILIES = ("comfyui",)
 
 
 def test_derived_manifests_say_how():

@@ -43,6 +43,9 @@ __all__ = ["TensorSpec", "Manifest", "Match", "Part", "Identification", "all_man
 
 _PACKAGED_DIR = "data/manifests"
 _PACKAGED_SUFFIX = ".json.gz"
+#: Packaged manifest families vidax derives itself rather than copies from ../shared
+#: (scripts/derive_comfyui_manifests.py: Comfy-Org's repackaged files, from ComfyUI's classes).
+DERIVED_FAMILIES = ("comfyui",)
 _REQUIRED = {"family": str, "variant": str, "component": str, "layout": str, "container": str,
              "config": dict, "tensors": dict, "num_params": int, "num_tensors": int,
              "released_as": str}
