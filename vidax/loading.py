@@ -21,6 +21,7 @@ process reads only its own devices' blocks.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -250,11 +251,15 @@ def load_with_report(model_type: str, component: str, checkpoint, *,
 
         def place_one(name: str) -> tuple[jax.Array | None, _Count]:
             target = plan.targets[name]
-            kept = _quantized_host(target, view, quantized)
+            kept, keep = _quantized_host(target, view, quantized, dtype)
             if kept is not None:
                 with copy_slot if len(target.sources) > 1 else contextlib.nullcontext():
-                    return _place_quantized(kept, None if shardings is None
-                                            else shardings[name], bad_seen)
+                    placed, count = _place_quantized(kept, None if shardings is None
+                                                     else shardings[name], bad_seen)
+                if placed is not None and not keep:
+                    placed = _dequantized(placed, _out_dtype(target, dtype))
+                    placed.block_until_ready()
+                return placed, count
             cast = None if _stays_fp8(target, view, quantized) else dtype
             copies = target.copies_on_host(view, cast)
             with copy_slot if copies else contextlib.nullcontext():
@@ -304,23 +309,35 @@ def _stays_fp8(target: Target, view: Mapping, mode: str | None) -> bool:
             and str(target.stored_dtype).startswith("float8") and len(target.shape) >= 2)
 
 
-def _quantized_host(target: Target, view: Mapping, mode: str | None):
-    """``(data, scale, block, format)`` of a weight the load keeps quantized, as host
-    arrays (the data a view of the map where one part feeds it), or None to load it as
-    floats: an fp8 (or int8) weight with its scale(s) unless ``mode`` is ``"dequantize"``;
-    a GGUF Q8_0 Linear weight only when ``mode`` is ``"keep"``."""
-    if mode == "dequantize":
-        return None
+def _quantized_host(target: Target, view: Mapping, mode: str | None, dtype):
+    """``((data, scale, block, format), keep)`` of a weight placed as it is stored, as host
+    arrays (the data a view of the map where one part feeds it), and whether it stays so
+    (``keep``) or is dequantized on the device right after (the host would convert float8
+    or GGUF blocks in numpy, several times slower: benchmarks/quantized_weights.py); or
+    ``(None, False)`` to load it through the host as floats. Placed as stored: an fp8 (or
+    int8) weight with its scale(s), kept unless ``mode`` is ``"dequantize"``; a plain fp8
+    weight the load casts (``mode="dequantize"``); a GGUF Q8_0 Linear weight, kept only when
+    ``mode`` is ``"keep"``."""
     if target.scaled:
         parts = target.quantized_parts(view)
-        return None if parts is None else (*parts, None, target.quantized)
+        return ((None, False) if parts is None
+                else ((*parts, None, target.quantized), mode != "dequantize"))
+    if target.reshape is not None or target.cast is not None or len(target.sources) != 1:
+        return None, False
     ref = view[target.sources[0].key]
-    if (mode == "keep" and getattr(ref, "quant", None) == "Q8_0" and len(target.sources) == 1
-            and target.sources[0].axis is None and target.layout == "linear"
-            and target.reshape is None and target.cast is None):
+    if str(ref.dtype).startswith("float8") and mode == "dequantize" and dtype is not None:
+        return (target.materialize(view), np.asarray(1.0, np.float32), None, "fp8"), False
+    if (getattr(ref, "quant", None) == "Q8_0" and target.sources[0].axis is None
+            and target.layout == "linear" and hasattr(ref, "q8_0_blocks")):
         qs, d = ref.q8_0_blocks()
-        return qs.T, d.T, 32, "gguf-Q8_0"
-    return None
+        return (qs.T, d.T, 32, "gguf-Q8_0"), mode == "keep"
+    return None, False
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _dequantized(placed: QArray, dtype) -> jax.Array:
+    """A placed quantized weight dequantized where it lies (its sharding kept)."""
+    return placed.dequantize(dtype)
 
 
 def _place_quantized(kept, sharding, bad_seen) -> tuple[QArray | None, _Count]:
@@ -417,8 +434,6 @@ def compiled(model, method: str = "__call__"):
     ``encode`` / ``decode``, which go to numpy between chunks) are not traceable as one
     program: call them directly.
     """
-    import functools
-
     if not isinstance(model, nnx.Module) and isinstance(getattr(model, "__self__", None),
                                                         nnx.Module):
         model, method = model.__self__, model.__name__

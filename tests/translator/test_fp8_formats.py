@@ -30,8 +30,6 @@ tests/models/hunyuan_video); the controls 0.8 - 4.3 x std.
 
 The fixture self-checks (``test_fixture_*``) need no vidax: the oracle's values differ from the
 original weights by a plausible fp8 rounding error and the scales are distinct and != 1.
-Tests of what vidax's core does not do yet carry ``pending(reason)``: skipped unless
-``VIDAX_RUN_PENDING=1``.
 """
 
 from __future__ import annotations
@@ -39,7 +37,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-import os
 
 import jax
 import numpy as np
@@ -52,21 +49,6 @@ from vidax.errors import VidaxError
 
 jax.config.update("jax_default_matmul_precision", "highest")
 pytestmark = pytest.mark.filterwarnings("ignore:CUDA is not available:UserWarning")
-
-#: What the tests need from vidax's quantized loading (issue #16's core) that is not in yet:
-#: each such test is skipped with its reason unless ``VIDAX_RUN_PENDING=1`` (run them all:
-#: ``VIDAX_RUN_PENDING=1 pytest tests/translator/test_fp8_formats.py``).
-RUN_PENDING = bool(os.environ.get("VIDAX_RUN_PENDING"))
-
-
-def pending(reason: str):
-    return pytest.mark.skipif(not RUN_PENDING, reason=f"pending in vidax: {reason}")
-
-
-#: The mapper's missing-scale error names the tensors but not the file yet.
-FILE_NAMED = pending("the missing-scale error names the tensors, not the file (common16.md: "
-                     "'naming the file and the tensors')")
-
 
 # ============================================================================ Wan2.1 (ComfyUI)
 def _wan():
@@ -275,7 +257,6 @@ def test_legacy_file_missing_a_scale_is_refused(wan_e4m3, tmp_path):
         message
 
 
-@FILE_NAMED
 def test_legacy_file_missing_a_scale_names_the_file(wan_e4m3, tmp_path):
     path, message = _missing_scale_error(wan_e4m3[0], tmp_path)
     assert path.name in message, message
@@ -401,7 +382,6 @@ def test_hunyuan_fp8_map_missing_a_layer_is_refused(hv_case, tmp_path):
     assert f"{HV_CONTROL}.weight" in message, message
 
 
-@FILE_NAMED
 def test_hunyuan_fp8_map_missing_a_layer_names_the_file(hv_case, tmp_path):
     path, message = _map_missing_a_layer_error(hv_case[2], tmp_path)
     assert path.name in message, message
