@@ -15,6 +15,13 @@ Two ways, by what ComfyUI's own module class is (docs/checkpoints_comfyui.md has
   ComfyUI's class lacks (the tied ``encoder.embed_tokens``), plus what ComfyUI adds (the
   tokenizer tensor ``spiece_model``).
 
+A third way, for the files in ComfyUI's *own* module names (the HunyuanVideo DiTs and 1.0 VAE,
+the glyph byT5, LTX-2's Gemma 3): the authors' manifest put through ComfyUI's own renaming as
+its source writes it (``process_unet_state_dict``, ``convert_vae_state_dict``, the module
+attributes of ``T5`` / ``Gemma3_12B``), shapes unchanged but where ComfyUI reshapes (the VAE
+attention's 1x1x1 kernels) or fuses (HunyuanVideo-1.5's q/k/v). The Gemma 3 source manifest is
+the repository's tests/models/gemma/ one (no packaged Gemma 3 manifest exists).
+
 Scaled fp8 (ComfyUI's legacy form, ``comfy/utils.py`` ``convert_old_quants``): a root marker
 ``scaled_fp8`` whose dtype is the fp8 kind (shape not established: ComfyUI reads only its dtype
 and whether it has 2 elements), each quantized Linear's ``weight`` in float8_e4m3fn with a
@@ -324,9 +331,261 @@ def hunyuan() -> list[dict]:
     return out
 
 
+# ---------------------------------------------------------------------------- HunyuanVideo DiTs
+#: ComfyUI's own renaming of the authors' HunyuanVideo DiT names into its Flux-style module
+#: names, in ComfyUI's order (comfy/supported_models.py class HunyuanVideo,
+#: process_unet_state_dict; HunyuanVideo15 inherits it): plain substring replacements.
+HY_SRC = (f"{COMFY} comfy/supported_models.py (stored as Comfy-Org/ComfyUI@"
+          "01f03bbdc7df9462d3fc4c0918f80049333450f3) class HunyuanVideo: "
+          "process_unet_state_dict (the renaming) and process_unet_state_dict_for_saving "
+          "(prefix 'model.model.'); comfy/ldm/hunyuan_video/model.py (@040a3243 for 1.0, "
+          "yzkee/ComfyUI@8d534945 for 1.5: DoubleStreamBlock with a fused img_attn.qkv, "
+          "vision_in = Wan's MLPProj, byt5_in, cond_type_embedding)")
+HY_COMFY_CHAIN = (
+    ("txt_in.t_embedder.mlp.0.", "txt_in.t_embedder.in_layer."),
+    ("txt_in.t_embedder.mlp.2.", "txt_in.t_embedder.out_layer."),
+    ("txt_in.c_embedder.linear_1.", "txt_in.c_embedder.in_layer."),
+    ("txt_in.c_embedder.linear_2.", "txt_in.c_embedder.out_layer."),
+    ("_mod.linear.", "_mod.lin."), ("_attn_qkv.", "_attn.qkv."),
+    ("mlp.fc1.", "mlp.0."), ("mlp.fc2.", "mlp.2."),
+    ("_attn_q_norm.weight", "_attn.norm.query_norm.weight"),
+    ("_attn_k_norm.weight", "_attn.norm.key_norm.weight"),
+    (".q_norm.weight", ".norm.query_norm.weight"), (".k_norm.weight", ".norm.key_norm.weight"),
+    ("_attn_proj.", "_attn.proj."), (".modulation.linear.", ".modulation.lin."),
+    ("_in.mlp.2.", "_in.out_layer."), ("_in.mlp.0.", "_in.in_layer."),
+)
+HY_PREFIX = "model.model."
+
+
+def comfy_hunyuan_name(key: str, *, norm_leaf: str = "weight") -> str:
+    for a, b in HY_COMFY_CHAIN:
+        key = key.replace(a, b)
+    if norm_leaf != "weight" and key.endswith("_norm.weight"):
+        key = key[: -len("weight")] + norm_leaf
+    return key
+
+
+def fuse_qkv(tensors: dict) -> dict:
+    """HunyuanVideo-1.5's split double-block q/k/v as ComfyUI's DoubleStreamBlock holds them:
+    one ``{img,txt}_attn_qkv`` with rows [q | k | v] (the model.py 1.5 tree has no separate
+    q/k/v Linears)."""
+    out = {}
+    for k, v in tensors.items():
+        m = re.fullmatch(r"(double_blocks\.\d+\.(?:img|txt)_attn)_([qkv])\.(weight|bias)", k)
+        if m is None:
+            out[k] = v
+        elif m.group(2) == "q":
+            shape = [3 * v["shape"][0], *v["shape"][1:]]
+            out[f"{m.group(1)}_qkv.{m.group(3)}"] = spec(shape, v["dtype"])
+    return out
+
+
+def hunyuan_dits() -> list[dict]:
+    base = source("hunyuan_video/t2v-720p__dit")
+    tensors = {HY_PREFIX + comfy_hunyuan_name(k, norm_leaf="scale"): spec(v["shape"], "bfloat16")
+               for k, v in base["tensors"].items()}
+    assert len(tensors) == len(base["tensors"]) == 856
+    out = [manifest(
+        family=FAMILY, variant="hunyuan-video-t2v-720p-bf16", component="dit", layout="comfyui",
+        config=base["config"], tensors=tensors,
+        released_as=f"{HF}/HunyuanVideo_repackaged split_files/diffusion_models/"
+                    "hunyuan_video_t2v_720p_bf16.safetensors",
+        derived_from="the authors' manifest hunyuan_video/t2v-720p__dit, every name put "
+                     f"through ComfyUI's own renaming ({HY_SRC}): the names ComfyUI's "
+                     "HunyuanVideo module holds, under ComfyUI's save prefix 'model.model.'; "
+                     "the RMSNorm parameters as '.scale' (ComfyUI's Flux RMSNorm of late 2024, "
+                     "when the file was published; today's ComfyUI holds '.weight' and maps "
+                     "'.scale' onto it). Shapes unchanged (the renaming reshapes nothing). "
+                     "dtype bfloat16 from the file name.",
+        confidence="high that ComfyUI-saved HunyuanVideo files have these names (ComfyUI's "
+                   "source); medium that the Comfy-Org file is one, with the 'model.model.' "
+                   "prefix and '.scale' leaves (third-party reports: HartsyInference's "
+                   "HunyuanVideo converter notes the repackaged file has every key under "
+                   "model.model., in Flux-style names; kijai's ComfyUI-format loader reads "
+                   "'.norm.query_norm.scale'); vidax reads '.weight' leaves and no prefix as "
+                   "well (the comfyui layout accepts both).")]
+    repo15 = f"{HF}/HunyuanVideo_1.5_repackaged split_files/diffusion_models/"
+    for variant, files in (
+            ("720p_t2v", ["hunyuanvideo1.5_720p_t2v_fp16.safetensors"]),
+            ("480p_i2v_step_distilled",
+             ["hunyuanvideo1.5_480p_i2v_step_distilled_fp16.safetensors"])):
+        base = source(f"hunyuan_video1_5/{variant}__dit")
+        tensors = {k: spec(v["shape"], "float16") for k, v in fuse_qkv(base["tensors"]).items()}
+        out.append(manifest(
+            family=FAMILY, variant=f"hunyuanvideo1.5-{variant.replace('_', '-')}-fp16",
+            component="dit", layout="comfyui", config=base["config"], tensors=tensors,
+            released_as=", ".join(repo15 + f for f in files),
+            derived_from=f"the authors' manifest hunyuan_video1_5/{variant}__dit with the "
+                         "double blocks' split q/k/v fused into HunyuanVideo 1.0's "
+                         "'{img,txt}_attn_qkv' (rows [q | k | v]), every other name the authors', "
+                         "no prefix: kohya-ss/musubi-tuner src/musubi_tuner/hunyuan_video_1_5/"
+                         "hunyuan_video_1_5_models.py (@6a1b064a) loads Comfy-Org's repackaged "
+                         "1.5 DiTs strictly into the authors' names after splitting only "
+                         "img_attn_qkv / txt_attn_qkv (its comment: the repackaged files keep the "
+                         "double blocks' q/k/v packed). That is the form ComfyUI's renaming "
+                         f"({HY_SRC}) turns into its module's fused img_attn.qkv. dtype float16 "
+                         "from the file name.",
+            confidence="medium-high: a third-party loader that reads these files with "
+                       "strict=True, consistent with ComfyUI's module (one qkv Linear) and "
+                       "renaming (_attn_qkv -> _attn.qkv); not read from a file here. The "
+                       "t2v / i2v and 480p / 720p files share this key set (as the authors' "
+                       "do), so identify cannot tell them apart."))
+    return out
+
+
+# ---------------------------------------------------------------------------- HunyuanVideo VAE,
+# -------------------------------------------------------------------- 1.5 byT5 and Qwen2.5-VL
+VAE_SRC = (f"{COMFY}@06a5766dd7c150fe577c584b8478f642a235094f:comfy/diffusers_convert.py "
+           "convert_vae_state_dict (vae_conversion_map, vae_conversion_map_attn, "
+           "reshape_weight_for_sd with conv3d), which comfy/sd.py VAE applies to a file with "
+           "decoder.up_blocks.0.resnets.0.norm1.weight before building the ldm AutoencoderKL "
+           "(the branch keyed on decoder.conv_in.conv.weight)")
+
+
+def comfy_vae_name(key: str) -> str:
+    """ComfyUI's renaming of the authors' (= diffusers') HunyuanVideo VAE names (VAE_SRC)."""
+    table = [("conv_shortcut", "nin_shortcut"), ("conv_norm_out", "norm_out"),
+             ("mid_block.attentions.0.", "mid.attn_1.")]
+    for i in range(4):
+        table += [(f"encoder.down_blocks.{i}.resnets.{j}.", f"encoder.down.{i}.block.{j}.")
+                  for j in range(2)]
+        if i < 3:
+            table += [(f"down_blocks.{i}.downsamplers.0.", f"down.{i}.downsample."),
+                      (f"up_blocks.{i}.upsamplers.0.", f"up.{3 - i}.upsample.")]
+        table += [(f"decoder.up_blocks.{i}.resnets.{j}.", f"decoder.up.{3 - i}.block.{j}.")
+                  for j in range(3)]
+    table += [(f"mid_block.resnets.{i}.", f"mid.block_{i + 1}.") for i in range(2)]
+    new = key
+    for a, b in table:
+        new = new.replace(a, b)
+    if "attentions" in key:
+        for a, b in (("group_norm.", "norm."), ("to_q.", "q."), ("to_k.", "k."),
+                     ("to_v.", "v."), ("to_out.0.", "proj_out.")):
+            new = new.replace(a, b)
+    return new
+
+
+#: The Linears of ComfyUI's Qwen2.5-VL (comfy/text_encoders/llama.py Qwen25_7BVLI: the LM's 7
+#: per layer; comfy/text_encoders/qwen_vl.py: each vision block's attn.qkv, attn.proj,
+#: mlp.{gate,up,down}_proj and the merger's mlp.0 / mlp.2): 28 x 7 + 32 x 5 + 2 = 358, the
+#: scale_weight count leejet/stable-diffusion.cpp#1898 reports for qwen_2.5_vl_7b_fp8_scaled.
+QWEN_QUANTIZED = (r"(model\.layers\.\d+\.(self_attn\.[qkvo]_proj|mlp\.(gate|up|down)_proj)"
+                  r"|visual\.blocks\.\d+\.(attn\.(qkv|proj)|mlp\.(gate|up|down)_proj)"
+                  r"|visual\.merger\.mlp\.[02])\.weight")
+
+
+def hunyuan_encoders() -> list[dict]:
+    out = []
+    base = source("hunyuan_video/t2v-720p__vae")
+    tensors = {}
+    for k, v in base["tensors"].items():
+        shape = list(v["shape"])
+        new = comfy_vae_name(k)
+        if re.search(r"mid\.attn_1\.(q|k|v|proj_out)\.weight$", new):
+            shape += [1, 1, 1]
+        tensors[new] = spec(shape, "bfloat16")
+    assert len(tensors) == len(base["tensors"]) == 248
+    out.append(manifest(
+        family=FAMILY, variant="hunyuan-video-vae-bf16", component="vae", layout="comfyui",
+        config=base["config"], tensors=tensors,
+        released_as=f"{HF}/HunyuanVideo_repackaged split_files/vae/"
+                    "hunyuan_video_vae_bf16.safetensors",
+        derived_from="the authors' manifest hunyuan_video/t2v-720p__vae (diffusers' "
+                     f"AutoencoderKLHunyuanVideo names) renamed as ComfyUI renames it ({VAE_SRC}): "
+                     "ldm names, up levels in reverse, the mid attention's q/k/v/proj_out "
+                     "weights as [C, C, 1, 1, 1]. dtype bfloat16 from the file name.",
+        confidence="high for what ComfyUI's module holds; medium-high that the Comfy-Org file "
+                   "has these names: kijai/ComfyUI-HunyuanVideoWrapper#483 (the maintainer: "
+                   "the Comfy-Org VAE does not load into the authors' class) and #338 (its "
+                   "unexpected keys: decoder.mid.attn_1.q, decoder.up.0.block.0.nin_shortcut."
+                   "conv, encoder.norm_out, ...); the stored dtype is the file name's."))
+    glyph = source("hunyuan_video1_5/glyph-sdxl-v2__byt5")
+    names = {"embed_tokens.weight": "shared.weight",
+             "final_layer_norm.weight": "encoder.final_layer_norm.weight"}
+    tensors = {names.get(k, "encoder." + k): spec(v["shape"], "float16")
+               for k, v in glyph["tensors"].items()}
+    assert all(k in names or k.startswith("block.") for k in glyph["tensors"])
+    out.append(manifest(
+        family=FAMILY, variant="byt5-small-glyphxl-fp16", component="byt5", layout="comfyui",
+        config=glyph["config"], tensors=tensors,
+        released_as=f"{HF}/HunyuanVideo_1.5_repackaged split_files/text_encoders/"
+                    "byt5_small_glyphxl_fp16.safetensors",
+        derived_from="the authors' manifest hunyuan_video1_5/glyph-sdxl-v2__byt5 (a bare "
+                     f"T5Stack: embed_tokens, block.N.*, final_layer_norm) in the names of "
+                     f"ComfyUI's {SRC['t5']} T5 (self.shared, self.encoder = T5Stack) at "
+                     f"{COMFY}@d7c3a3f2:comfy/text_encoders/byt5_config_small_glyph.json "
+                     "(vocab_size 1510, model_type t5: relative_attention_bias in block 0 "
+                     "only), which comfy/text_encoders/hunyuan_image.py ByT5SmallModel loads. "
+                     "dtype float16 from the file name.",
+        confidence="high for ComfyUI's module names and the shapes; medium that the Comfy-Org "
+                   "file is saved from it (not observed; ComfyUI's loader is strict=False, "
+                   "so a file in other names would silently not load)."))
+    qwen = source("hunyuan_video1_5/qwen2.5-vl-7b-instruct__text_encoder")
+    lm = {k: v for k, v in qwen["tensors"].items() if k != "lm_head.weight"}
+    tensors = scaled_fp8(with_dtype(lm, None), QWEN_QUANTIZED, input_scale=False)
+    assert sum(k.endswith(".scale_weight") for k in tensors) == 358
+    out.append(manifest(
+        family=FAMILY, variant="qwen-2.5-vl-7b-fp8-scaled", component="text_encoder",
+        layout="transformers", config=qwen["config"], tensors=tensors,
+        released_as=f"{HF}/HunyuanVideo_1.5_repackaged split_files/text_encoders/"
+                    "qwen_2.5_vl_7b_fp8_scaled.safetensors (the same file as "
+                    "Comfy-Org/Qwen-Image_ComfyUI's)",
+        derived_from="the authors' manifest hunyuan_video1_5/qwen2.5-vl-7b-instruct__"
+                     "text_encoder (transformers 4.x Qwen2_5_VLForConditionalGeneration names: "
+                     "model.*, visual.*) less lm_head.weight: ComfyUI's "
+                     f"{COMFY}:comfy/text_encoders/llama.py Qwen25_7BVLI holds self.model = "
+                     "Llama2_ and self.visual = qwen_vl.Qwen2VLVisionTransformer (patch_embed."
+                     "proj, blocks.N.{norm1,norm2,attn.qkv,attn.proj,mlp.*_proj}, merger."
+                     "{ln_q,mlp.0,mlp.2}: the same older transformers names) and no lm_head (it "
+                     "is commented out). " + SCALE_NOTE + "Quantized: every Linear of the LM "
+                     "(196) and of the vision tower (162) = 358 scale_weight keys, the count "
+                     "leejet/stable-diffusion.cpp#1898 reports for this file; embeddings, norms "
+                     "and the Conv3d patch embedding not.",
+        confidence="high for the weight names/shapes (ComfyUI's classes); medium for the "
+                   "quantized set (the count matches a third-party report exactly); the stored "
+                   "dtype of the unquantized tensors is not established (null)."))
+    return out
+
+
+# ---------------------------------------------------------------------------- LTX-2's Gemma 3
+def ltx2_gemma() -> list[dict]:
+    """Comfy-Org/ltx-2's gemma_3_12B_it.safetensors in ComfyUI's Gemma3_12B names."""
+    base = json.loads((ROOT / "tests" / "models" / "gemma" /
+                       "gemma-3-12b-it-qat-q4_0-unquantized__text_encoder.json").read_text())
+    renames = (("language_model.model.", "model."), ("vision_tower.vision_model.", "vision_model."),
+               ("multi_modal_projector.", "multi_modal_projector."))
+    tensors = {}
+    for k, v in base["tensors"].items():
+        old, new = next((a, b) for a, b in renames if k.startswith(a))
+        tensors[new + k[len(old):]] = spec(v["shape"], None)
+    tensors["spiece_model"] = spec(None, "uint8")
+    return [manifest(
+        family=FAMILY, variant="gemma-3-12b-it-bf16", component="text_encoder", layout="comfyui",
+        config=base["config"], tensors=tensors,
+        released_as=f"{HF}/ltx-2 split_files/text_encoders/gemma_3_12B_it.safetensors (LTX-2's "
+                    "ComfyUI text encoder; its _fp8_scaled / _fp4_mixed siblings quantize it)",
+        derived_from="the Gemma 3 12B release manifest (tests/models/gemma/gemma-3-12b-it-qat-"
+                     "q4_0-unquantized__text_encoder.json: transformers' saved names) in the "
+                     f"names of ComfyUI's {COMFY}:comfy/text_encoders/llama.py Gemma3_12B "
+                     "(self.model = Llama2_ with transformers' layer names, "
+                     "self.multi_modal_projector, self.vision_model = comfy.clip_model."
+                     "CLIPVision; no lm_head), plus 'spiece_model' (uint8 bytes of the "
+                     "SentencePiece model: comfy/text_encoders/lt.py Gemma3_12BTokenizer reads "
+                     "tokenizer_data['spiece_model'] and saves it under that name; length not "
+                     "established). Stored dtypes not established (null).",
+        confidence="high for the language model's names/shapes (ComfyUI's class); medium for "
+                   "the vision tower and projector being in the file (city96/ComfyUI-GGUF#402: "
+                   "a commenter notes the ComfyUI safetensors file carries the vision part) and "
+                   "low for "
+                   "their exact names (ComfyUI's CLIPVision / Gemma3MultiModalProjector names "
+                   "assumed equal to transformers'; vidax ignores both either way); whether "
+                   "Comfy-Org's weights are the QAT-unquantized or the plain -it release is not "
+                   "established (same shapes).")]
+
+
 # ---------------------------------------------------------------------------- main
 def derive() -> list[dict]:
-    return wan() + hunyuan()
+    return wan() + hunyuan() + hunyuan_dits() + hunyuan_encoders() + ltx2_gemma()
 
 
 def text_of(m: dict) -> str:

@@ -20,6 +20,8 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
+import shutil  # noqa: E402
+
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -142,3 +144,69 @@ def test_gguf_dit_dequantized_or_kept_equals_the_oracle(release, record_property
     _, reference = _video(folder, dit=files["gguf-oracle"])
     assert_parity("wan2_1_gguf_dit_pipeline", video, reference, record_property)
     assert_parity("wan2_1_gguf_q8_0_kept_pipeline", kept, reference, record_property)
+
+
+# ------------------------------------------------------------------- HunyuanVideo's fp8 pair
+HV_DIT = "hunyuan-video-t2v-720p/transformers/mp_rank_00_model_states"
+
+
+@pytest.fixture(scope="module")
+def hunyuan(tmp_path_factory):
+    """The HunyuanVideo demo release with its DiT replaced by the authors' fp8 form
+    (``..._fp8.pt`` holding the block Linears in float8 + ``..._fp8_map.pt`` beside it, scales
+    as HunyuanVideo's ``fp8_optimization.py`` applies them), and a twin release whose DiT
+    holds the same weights dequantized -- ``weight.float() * scale``, the authors' formula --
+    in float32."""
+    import torch
+
+    from vidax.demo import hunyuan_video as hv_demo
+
+    root = tmp_path_factory.mktemp("hvq")
+    fp8, oracle = root / "fp8", root / "oracle"
+    hv_demo.write(fp8)
+    with open_checkpoint(fp8 / f"{HV_DIT}.pt") as ckpt:
+        weights = {k: torch.from_numpy(np.array(v.read(), np.float32)) for k, v in ckpt.items()}
+    quantized, scales, dequantized = {}, {}, {}
+    for i, (key, w) in enumerate(weights.items()):
+        if "_blocks." in key and key.endswith(".weight") and w.ndim == 2:
+            scale = w.abs().max() / 448 * (1.0 + 0.05 * (i % 7))
+            q = (w / scale).to(torch.float8_e4m3fn)
+            quantized[key], scales[key[:-len(".weight")]] = q, scale.reshape(())
+            dequantized[key] = q.float() * scale
+        else:
+            quantized[key] = dequantized[key] = w
+    (fp8 / f"{HV_DIT}.pt").unlink()
+    torch.save({"module": quantized}, fp8 / f"{HV_DIT}_fp8.pt")
+    torch.save(scales, fp8 / f"{HV_DIT}_fp8_map.pt")
+    shutil.copytree(fp8, oracle)
+    for name in ("_fp8.pt", "_fp8_map.pt"):
+        (oracle / f"{HV_DIT}{name}").unlink()
+    torch.save({"module": dequantized}, oracle / f"{HV_DIT}.pt")
+    return fp8, oracle, len(scales)
+
+
+def test_hunyuan_fp8_release_equals_the_oracle(hunyuan, record_property):
+    from vidax.demo import hunyuan_video as hv_demo
+
+    fp8, oracle, n = hunyuan
+    run = dict(frames=1, size=(16, 16), steps=2, seed=0)
+    with jax.default_matmul_precision("highest"):
+        pipe = vidax.pipeline("hunyuan_video", fp8, precision="fp32")
+        got = pipe.sample(hv_demo.PROMPT, **run)
+        want = vidax.pipeline("hunyuan_video", oracle, precision="fp32").sample(
+            hv_demo.PROMPT, **run)
+    kept = [v for v in jax.tree.leaves(pipe.dit, is_leaf=lambda x: isinstance(x, QArray))
+            if isinstance(v, QArray)]
+    assert len(kept) >= n        # a fused qkv becomes three kept kernels with one scale
+    assert_parity("hunyuan_fp8_release", got, want, record_property)
+
+
+def test_hunyuan_fp8_without_its_map_is_refused(hunyuan, tmp_path):
+    from vidax.errors import VidaxError
+
+    fp8, _, _ = hunyuan
+    broken = tmp_path / "broken"
+    shutil.copytree(fp8, broken)
+    (broken / f"{HV_DIT}_fp8_map.pt").unlink()
+    with pytest.raises(VidaxError, match=r"mp_rank_00_model_states_fp8_map\.pt"):
+        vidax.pipeline("hunyuan_video", broken)

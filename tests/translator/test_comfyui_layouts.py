@@ -24,6 +24,12 @@ std(reference); a negative control (two weights swapped in the file) must fail t
   reference ``hidden_states[-2]`` (the penultimate block's tokens: ComfyUI's
   ``intermediate_output=-2``, the authors' ``use_31_block``) against vidax's
   ``num_blocks=-1``, and ``hidden_states[-1]`` against ``num_blocks=None``.
+* Gemma 3 (``gemma_3_12B_it.safetensors``, layout ``comfyui``): ``Gemma3ForConditionalGeneration``
+  at the Gemma family test's tiny config, renamed as ComfyUI's ``Gemma3_12B`` holds it
+  (``model.*``, ``vision_model.*``, ``multi_modal_projector.*``, no ``lm_head``) plus a
+  ``spiece_model`` uint8 tensor; every hidden state of the left-padded call.
+
+The HunyuanVideo files: tests/translator/test_comfyui_hunyuan.py.
 """
 
 from __future__ import annotations
@@ -61,7 +67,12 @@ def test_every_comfyui_file_with_a_key_set_of_its_own_has_a_manifest():
         "llava-llama3-fp16__text_encoder", "llava-llama3-fp8-scaled__text_encoder",
         "umt5-xxl-fp16__text_encoder", "umt5-xxl-fp8-scaled__text_encoder",
         "wan2.1-i2v-14b-fp8-scaled__dit", "wan2.1-t2v-14b-fp8-scaled__dit",
-        "wan2.2-i2v-a14b-fp8-scaled__dit", "wan2.2-t2v-a14b-fp8-scaled__dit"))
+        "wan2.2-i2v-a14b-fp8-scaled__dit", "wan2.2-t2v-a14b-fp8-scaled__dit",
+        # HunyuanVideo DiTs in ComfyUI's names (tests/translator/test_comfyui_hunyuan.py)
+        "hunyuan-video-t2v-720p-bf16__dit", "hunyuanvideo1.5-720p-t2v-fp16__dit",
+        "hunyuanvideo1.5-480p-i2v-step-distilled-fp16__dit", "hunyuan-video-vae-bf16__vae",
+        "byt5-small-glyphxl-fp16__byt5", "qwen-2.5-vl-7b-fp8-scaled__text_encoder",
+        "gemma-3-12b-it-bf16__text_encoder"))
     for name in COMFYUI:
         m = get_manifest(name)
         assert "Comfy-Org" in m.released_as and m.derived_from and m.confidence, name
@@ -98,6 +109,7 @@ def test_identify_names_the_comfyui_release(name):
     ("wan2_2/ti2v-5b__dit", "float16"),       # wan2.2_ti2v_5B_fp16.safetensors
     ("wan2_1/t2v-14b__vae", "float16"),       # wan_2.1_vae.safetensors
     ("wan2_2/ti2v-5b__vae", "float16"),       # wan2.2_vae.safetensors
+    ("hunyuan_video1_5/base__vae", "float16"),   # hunyuanvideo15_vae_fp16.safetensors
 ])
 def test_repackaged_files_in_the_authors_layout_identify_as_the_authors_release(authors, dtype):
     """Same names and shapes, another dtype: the authors' release, as a dtype match."""
@@ -240,3 +252,73 @@ def test_clip_vision_negative_control_swapped_q_k(clip_case, tmp_path, record_pr
     assert_fails("comfyui_clip_vision_negative", _clip_out(tmp_path / "bad.safetensors",
                                                             pixels, -1), penultimate,
                  record_property)
+
+
+# ------------------------------------------------------------------------- Gemma 3 (LTX-2)
+def _comfy_gemma_state(state: dict) -> dict:
+    """``Gemma3ForConditionalGeneration``'s in-memory names as ComfyUI's ``Gemma3_12B`` holds
+    them (comfy/text_encoders/llama.py: ``self.model`` = the language model,
+    ``self.vision_model`` = the SigLIP tower, ``self.multi_modal_projector``; no lm_head)."""
+    out = {}
+    for key, value in state.items():
+        if key == "lm_head.weight" or key.startswith("model.vision_tower.head."):
+            continue                # no head in ComfyUI's class (nor in the 12B's SigLIP)
+        for old, new in (("model.language_model.", "model."),
+                         ("model.vision_tower.vision_model.", "vision_model."),
+                         ("model.vision_tower.", "vision_model."),     # transformers 5.x
+                         ("model.multi_modal_projector.", "multi_modal_projector.")):
+            if key.startswith(old):
+                key = new + key[len(old):]
+                break
+        out[key] = value
+    return out
+
+
+@pytest.fixture(scope="module")
+def gemma_case(tmp_path_factory):
+    import torch
+
+    from tests.models.gemma.test_gemma import BATCH, SEQ_LEN, TEXT, VISION, _pad
+    from tests.parity import DecoderLMCase
+    from vidax.models.gemma.model import GemmaConfig
+
+    def save(model, root):
+        model.save_pretrained(root / "release")                 # for its config.json
+        state = _comfy_gemma_state(model.state_dict())
+        state["spiece_model"] = torch.frombuffer(bytearray(b"\x0a\x0bnot a real model"),
+                                                 dtype=torch.uint8)
+        _save(state, root / "gemma_3_12B_it.safetensors")
+        return model.model.language_model
+
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration
+
+    return DecoderLMCase.build(
+        tmp_path_factory.mktemp("gemma3_comfy"), "gemma", GemmaConfig,
+        lambda: Gemma3ForConditionalGeneration(Gemma3Config(
+            text_config=TEXT, vision_config=VISION, mm_tokens_per_image=4,
+            image_token_index=250, boi_token_index=251, eoi_token_index=252)),
+        save, num_layers=TEXT["num_hidden_layers"], vocab_size=TEXT["vocab_size"],
+        batch=BATCH, seq_len=SEQ_LEN, padding=_pad, config_layout="release",
+        calls=lambda text, ids, mask: {
+            "masked": text(input_ids=ids, attention_mask=mask, output_hidden_states=True)})
+
+
+@pytest.mark.slow
+def test_gemma3_comfyui_layout_matches_transformers(gemma_case, tmp_path, record_property):
+    """Every hidden state of the left-padded call within the bound; the tower and projector
+    ignored, the tokenizer an asset. Negative control: one layer's q_norm / k_norm swapped."""
+    from tests.parity import edited_copy, swap
+
+    path = gemma_case.root / "gemma_3_12B_it.safetensors"
+    model, report = vidax.loading.load_with_report("gemma", "text_encoder", path,
+                                                   layout="comfyui", config=gemma_case.config)
+    assert report.ok and report.matched == 13 * gemma_case.num_layers + 2
+    assert all(k.startswith(("vision_model.", "multi_modal_projector."))
+               for k in report.ignored) and list(report.assets) == ["spiece_model"]
+    gemma_case.check_all("comfyui_gemma3", model(gemma_case.ids, gemma_case.mask), "masked",
+                         record_property)
+    bad = edited_copy(path, tmp_path / path.name, swap(
+        ("model.layers.1.self_attn.q_norm.weight", "model.layers.1.self_attn.k_norm.weight")))
+    worse = vidax.load("gemma", "text_encoder", bad, layout="comfyui", config=gemma_case.config)
+    assert_fails("comfyui_gemma3_negative", worse(gemma_case.ids, gemma_case.mask)[-1],
+                 gemma_case.ref["masked"][-1], record_property)

@@ -149,8 +149,10 @@ def inspect_folder(folder, variant: str | None = None) -> Release:
     folder = open_folder(folder, "HunyuanVideo", VARIANTS, variant, "the authors' ckpts/")
     specs = {key: registry.get(model_type, "text_encoder" if key.startswith("text") else key,
                                layout) for key, (model_type, layout, _) in COMPONENTS.items()}
+    # the DiT's missing line names the bf16 file (the fp8 one, with its map, is found too)
     parts = [Part(key, spec, COMPONENTS[key][2], under=DIT_FOLDER if key in ("dit", "vae")
-                  else key) for key, spec in specs.items()]
+                  else key, shown=spec.files[0] if key == "dit" else None)
+             for key, spec in specs.items()]
     needed = [Needed("vae_folder", f"{DIT_FOLDER}/vae", ("config.json",), "the VAE's settings")]
     needed += [Needed(f"{key}_folder", key, (name,), f"{COMPONENTS[key][2]}'s {what}")
                for key in ("text_encoder", "text_encoder_2")

@@ -7,7 +7,7 @@ every component (``vidax.registry``). No module here imports JAX: the models are
 
 #: Mapping modules of another layout of models that live elsewhere (no ``vidax.models``
 #: package of their own).
-ALTERNATE_LAYOUTS = ("wan2_2_diffusers", "comfyui")
+ALTERNATE_LAYOUTS = ("wan2_2_diffusers", "comfyui", "comfyui_hunyuan")
 
 from vidax.translator.mappings import wan2_1  # noqa: E402, F401
 from vidax.translator.mappings import wan2_2  # noqa: E402, F401
@@ -27,3 +27,4 @@ from vidax.translator.mappings import clip  # noqa: E402, F401
 from vidax.translator.mappings import siglip  # noqa: E402, F401
 from vidax.translator.mappings import gemma  # noqa: E402, F401
 from vidax.translator.mappings import comfyui  # noqa: E402, F401
+from vidax.translator.mappings import comfyui_hunyuan  # noqa: E402, F401

@@ -26,7 +26,10 @@ them, both in transformers' naming (ComfyUI's classes are written to load transf
   ``intermediate_output=-2``) are ignored, as in the authors' layout.
 
 Both are registered as layout ``transformers`` of the Wan components they implement (a Wan
-diffusers folder's ``text_encoder/`` is the same ``UMT5EncoderModel`` naming).
+diffusers folder's ``text_encoder/`` is the same ``UMT5EncoderModel`` naming). A third,
+LTX-2's Gemma 3 12B as ComfyUI holds it (``gemma_3_12B_it*.safetensors``), is layout
+``comfyui`` of ``gemma`` / ``text_encoder`` (:data:`GEMMA3`). The HunyuanVideo layouts are in
+``vidax.translator.mappings.comfyui_hunyuan``.
 ComfyUI sources read: comfyanonymous/ComfyUI ``comfy/text_encoders/t5.py`` @04e411c3,
 ``comfy/text_encoders/wan.py`` @3c67f615, ``comfy/text_encoders/umt5_config_xxl.json`` @bcd1b1c1,
 ``comfy/clip_model.py`` and ``comfy/clip_vision.py`` @00728eb2.
@@ -37,6 +40,7 @@ from __future__ import annotations
 from vidax.registry import Alias, ComponentSpec, alias, register
 from vidax.translator.mapping import Asset, Ignore, Mapper, Rename, Transform
 from vidax.translator.mappings.common import TRANSFORMERS_ENCODER_LAYERS
+from vidax.translator.mappings.gemma import GEMMA
 
 _WAN21 = ("t2v-1.3b", "t2v-14b", "i2v-14b", "flf2v-14b")
 _WAN22 = ("t2v-a14b", "i2v-a14b", "ti2v-5b")
@@ -114,6 +118,45 @@ register(ComponentSpec(
                 "clip_vision_h.safetensors: CLIP ViT-H/14, fp16)",
 ))
 
+# ------------------------------------------- Gemma 3 12B (LTX-2), ComfyUI's file naming
+# Comfy-Org/ltx-2 ``split_files/text_encoders/gemma_3_12B_it.safetensors``: ComfyUI's
+# ``comfy/text_encoders/llama.py`` ``Gemma3_12B`` holds the language model as ``self.model =
+# Llama2_`` (``model.embed_tokens``, ``model.layers.N.{self_attn.{q,k,v,o}_proj, self_attn.
+# {q,k}_norm, mlp.{gate,up,down}_proj, input_layernorm, post_attention_layernorm,
+# pre_feedforward_layernorm, post_feedforward_layernorm}``, ``model.norm``: transformers'
+# names, ``TransformerBlockGemma2``), ``self.multi_modal_projector`` and the SigLIP tower as
+# ``self.vision_model = comfy.clip_model.CLIPVision`` (``vision_model.*``, where transformers
+# writes ``vision_tower.vision_model.*``), no ``lm_head``; its tokenizer
+# (``comfy/text_encoders/lt.py`` ``Gemma3_12BTokenizer``) is read from, and saved as, the
+# uint8 tensor ``spiece_model``. vidax's Gemma 3 table (``gemma.GEMMA``) reads the ``model.``
+# names already; the two rules ahead of it ignore the tower under ComfyUI's name and declare
+# the tokenizer an asset. (Were they added to ``gemma.GEMMA`` itself, this layout would be
+# redundant and ``vidax.load`` would detect such files without ``layout="comfyui"``.)
+GEMMA3 = Mapper(
+    name="gemma.text_encoder.comfyui",
+    description="Gemma 3 language model in ComfyUI's Gemma3_12B naming (model.*, vision_model.*, "
+                "multi_modal_projector.*, spiece_model)",
+    rules=(
+        Asset(r"spiece_model", "the SentencePiece tokenizer model ComfyUI stores in the file"),
+        Ignore(r"vision_model\..*",
+               "Gemma 3's SigLIP vision tower under ComfyUI's name (CLIPVision): LTX-2 encodes "
+               "text-only prompts"),
+        *GEMMA.rules,
+    ),
+)
+
+register(ComponentSpec(
+    model_type="gemma", component="text_encoder", layout="comfyui",
+    model="vidax.models.gemma.model:GemmaModel",
+    config="vidax.models.gemma.config:GemmaConfig",
+    mapper="vidax.translator.mappings.comfyui:GEMMA3",
+    variants={"gemma-3-12b-it": "gemma_3_12b",
+              "gemma-3-12b-it-qat-q4_0-unquantized": "gemma_3_12b"},
+    files=("gemma_3_12B_it*.safetensors",),
+    description="Gemma 3 12B text encoder in ComfyUI's naming (Comfy-Org's "
+                "gemma_3_12B_it*.safetensors for LTX-2; tokenizer as spiece_model)",
+))
+
 # ----------------------------------------------------------------------- aliases
 _T = "transformers"
 for _variant in _WAN22:
@@ -134,6 +177,17 @@ COMFYUI_RELEASES = {
     ("llava-llama3-fp8-scaled", "text_encoder", _T):
         ("llama", "llava-llama-3-8b-v1_1", "text_encoder"),
     ("clip-l", "text_encoder", _T): ("clip", "clip-vit-large-patch14", "text_encoder"),
+    # HunyuanVideo DiTs in ComfyUI's names (layouts in comfyui_hunyuan)
+    ("hunyuan-video-t2v-720p-bf16", "dit", "comfyui"): ("hunyuan_video", "t2v-720p", "dit"),
+    ("hunyuanvideo1.5-720p-t2v-fp16", "dit", "comfyui"): ("hunyuan_video1_5", "720p_t2v", "dit"),
+    ("hunyuanvideo1.5-480p-i2v-step-distilled-fp16", "dit", "comfyui"):
+        ("hunyuan_video1_5", "480p_i2v_step_distilled", "dit"),
+    ("hunyuan-video-vae-bf16", "vae", "comfyui"): ("hunyuan_video", "t2v-720p", "vae"),
+    ("byt5-small-glyphxl-fp16", "byt5", "comfyui"): ("t5", "glyph-sdxl-v2", "encoder"),
+    ("qwen-2.5-vl-7b-fp8-scaled", "text_encoder", _T):
+        ("reason1", "qwen2.5-vl-7b-instruct", "text_encoder"),
+    ("gemma-3-12b-it-bf16", "text_encoder", "comfyui"):
+        ("gemma", "gemma-3-12b-it", "text_encoder"),
 }
 for (_variant, _component, _layout), _target in COMFYUI_RELEASES.items():
     alias("comfyui", _variant, _component, _layout, Alias(*_target, _layout))

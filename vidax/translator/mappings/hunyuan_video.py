@@ -51,7 +51,9 @@ register(ComponentSpec(
     config="vidax.models.hunyuan_video.config:HunyuanVideoDiTConfig",
     mapper="vidax.translator.mappings.hunyuan_video:DIT",
     variants={"t2v-720p": "t2v_720p"},
-    files=("transformers/mp_rank_00_model_states.pt",),
+    # the bf16 release, else the authors' fp8 one (its scales in ..._fp8_map.pt beside it)
+    files=("transformers/mp_rank_00_model_states.pt",
+           "transformers/mp_rank_00_model_states_fp8.pt"),
     description="HunyuanVideo 1.0 diffusion transformer (T2V 720p, 12.8B, guidance-distilled)",
 ))
 

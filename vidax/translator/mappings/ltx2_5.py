@@ -52,7 +52,9 @@ register(ComponentSpec(
               "2.5-22b-dev": "ltx2_5_22b", "2.5-22b-distilled": "ltx2_5_22b"},
     prefix="model.diffusion_model.",
     files=("ltx-2-19b-dev.safetensors", "ltx-2-19b-distilled.safetensors",
-           "ltx-2.3-22b-dev.safetensors", "ltx-2.3-22b-distilled*.safetensors",
+           "ltx-2-19b-dev-fp8.safetensors", "ltx-2-19b-distilled-fp8.safetensors",
+           "ltx-2.3-22b-dev.safetensors", "ltx-2.3-22b-dev-fp8.safetensors",
+           "ltx-2.3-22b-distilled*.safetensors",
            "ltx-2.5-22b-*-transformer*.safetensors"),
     config_from_metadata="vidax.translator.mappings.ltx2_5:dit_config",
     description="LTX-2.x audio-video diffusion transformer with its two text connectors "
@@ -82,7 +84,9 @@ register(ComponentSpec(
               "2.3-22b-dev": "ltx2_3_22b", "2.3-22b-distilled": "ltx2_3_22b"},
     prefix="vae.",
     files=("ltx-2-19b-dev.safetensors", "ltx-2-19b-distilled.safetensors",
-           "ltx-2.3-22b-dev.safetensors", "ltx-2.3-22b-distilled*.safetensors"),
+           "ltx-2-19b-dev-fp8.safetensors", "ltx-2-19b-distilled-fp8.safetensors",
+           "ltx-2.3-22b-dev.safetensors", "ltx-2.3-22b-dev-fp8.safetensors",
+           "ltx-2.3-22b-distilled*.safetensors"),
     config_from_metadata="vidax.translator.mappings.ltx2_5:vae_config",
     description="LTX-2 (19B) and LTX-2.3 (22B) causal video VAE with its per-channel latent "
                 "statistics, inside the release file",
@@ -141,7 +145,9 @@ register(ComponentSpec(
               "2.5": "ltx2_3_22b"},
     prefix="text_embedding_projection.",
     files=("ltx-2-19b-dev.safetensors", "ltx-2-19b-distilled.safetensors",
-           "ltx-2.3-22b-dev.safetensors", "ltx-2.3-22b-distilled*.safetensors",
+           "ltx-2-19b-dev-fp8.safetensors", "ltx-2-19b-distilled-fp8.safetensors",
+           "ltx-2.3-22b-dev.safetensors", "ltx-2.3-22b-dev-fp8.safetensors",
+           "ltx-2.3-22b-distilled*.safetensors",
            "gemma4-12b-with-proj-ltx-2.5*.safetensors"),
     config_from_metadata="vidax.translator.mappings.ltx2_5:text_projection_config",
     description="LTX-2.x text embedding projection (Gemma hidden states -> the connectors' "

@@ -46,7 +46,9 @@ register(ComponentSpec(
               "2.3-22b-dev": "ltx2_19b", "2.3-22b-distilled": "ltx2_19b", "2.5": "ltx2_19b"},
     prefix="audio_vae.",
     files=("ltx-2-19b-dev.safetensors", "ltx-2-19b-distilled.safetensors",
-           "ltx-2.3-22b-dev.safetensors", "ltx-2.3-22b-distilled*.safetensors",
+           "ltx-2-19b-dev-fp8.safetensors", "ltx-2-19b-distilled-fp8.safetensors",
+           "ltx-2.3-22b-dev.safetensors", "ltx-2.3-22b-dev-fp8.safetensors",
+           "ltx-2.3-22b-distilled*.safetensors",
            "ltx-2.5-audio-vae*.safetensors"),
     config_from_metadata="vidax.translator.mappings.ltx2_audio:audio_vae_config",
     description="LTX-2.x audio VAE (stereo log-mel <-> 8 x 16 latents, causal in time) with "
@@ -94,7 +96,9 @@ register(ComponentSpec(
               "2.5": "ltx2_3_22b"},
     prefix="vocoder.",
     files=("ltx-2-19b-dev.safetensors", "ltx-2-19b-distilled.safetensors",
-           "ltx-2.3-22b-dev.safetensors", "ltx-2.3-22b-distilled*.safetensors",
+           "ltx-2-19b-dev-fp8.safetensors", "ltx-2-19b-distilled-fp8.safetensors",
+           "ltx-2.3-22b-dev.safetensors", "ltx-2.3-22b-dev-fp8.safetensors",
+           "ltx-2.3-22b-distilled*.safetensors",
            "ltx-2.5-audio-vae*.safetensors"),
     config_from_metadata="vidax.translator.mappings.ltx2_audio:vocoder_config",
     description="LTX-2.x vocoder: HiFi-GAN to 24 kHz (19B), BigVGAN-v2 + bandwidth extension "
