@@ -621,9 +621,12 @@ def _detect_layout(model_type: str, component: str, checkpoint, config) -> str |
                 continue
             cfg = config if config is not None else s.make_config("tiny")
             paths = _verify.abstract_params(s.model_class(), cfg)
-            scores[s.layout] = sum(p in paths for p in plan.targets) / max(len(ckpt), 1)
+            placed = sum(p in paths for p in plan.targets)
+            # a tie (another layout ignores what this one cannot place: ComfyUI's Gemma file
+            # and its vision tower) goes to the layout leaving fewer tensors without a home
+            scores[s.layout] = (placed / max(len(ckpt), 1), placed - len(plan.targets))
     best = max(scores, key=scores.get, default=None)
-    return best if best is not None and scores[best] > 0.5 else None
+    return best if best is not None and scores[best][0] > 0.5 else None
 
 
 def resolve_config(spec: registry.ComponentSpec, checkpoint, *, variant: str | None = None,

@@ -363,7 +363,7 @@ def test_byt5_comfyui_layout_matches_transformers(tmp_path, record_property):
     valid = mask.astype(bool)
 
     def run(path):
-        enc = vidax.load("t5", "encoder", path, layout="comfyui", config=cfg)
+        enc = vidax.load("t5", "encoder", path, config=cfg)     # the layout detected
         return np.asarray(enc(ids, mask))[valid]
 
     assert_parity("comfyui_byt5", run(_save(state, tmp_path / "byt5_small_glyphxl_fp16"
