@@ -50,6 +50,23 @@ _P = r"(?:model\.model\.)?"          # ComfyUI's save prefix for this model (opt
 _MLP_BLOCKS = ("0", "1", "2", "3")
 _NORM = r"(?:weight|scale)"           # today's / late-2024 ComfyUI RMSNorm parameter
 
+#: ComfyUI's Flux-style names of a double-stream block and of the token refiner's blocks ->
+#: the authors' (both HunyuanVideo versions share them).
+_DOUBLE_BLOCKS = (
+        Rename(r"\.(img|txt)_mod\.lin\.", r".\1_mod.linear."),
+        Rename(r"\.(img|txt)_attn\.proj\.", r".\1_attn_proj."),
+        Rename(r"\.(img|txt)_attn\.norm\.query_norm\." + _NORM + "$", r".\1_attn_q_norm.weight"),
+        Rename(r"\.(img|txt)_attn\.norm\.key_norm\." + _NORM + "$", r".\1_attn_k_norm.weight"),
+        Rename(r"\.(img|txt)_mlp\.0\.", r".\1_mlp.fc1."),
+        Rename(r"\.(img|txt)_mlp\.2\.", r".\1_mlp.fc2."),
+)
+_TOKEN_REFINER = (
+        Rename(r"^(txt_in\.individual_token_refiner\.blocks\.\d+)\.self_attn\.proj\.",
+               r"\1.self_attn_proj."),
+        Rename(r"^(txt_in\.individual_token_refiner\.blocks\.\d+)\.mlp\.0\.", r"\1.mlp.fc1."),
+        Rename(r"^(txt_in\.individual_token_refiner\.blocks\.\d+)\.mlp\.2\.", r"\1.mlp.fc2."),
+)
+
 DIT = Mapper(
     name="hunyuan_video.dit.comfyui",
     description="HunyuanVideo 1.0 DiT, ComfyUI's layout (comfy/ldm/hunyuan_video HunyuanVideo "
@@ -73,21 +90,13 @@ DIT = Mapper(
         Rename(r"^txt_in\.c_embedder\.in_layer\.", "txt_in.c_embedder.linear_1."),
         Rename(r"^txt_in\.c_embedder\.out_layer\.", "txt_in.c_embedder.linear_2."),
         # double blocks
-        Rename(r"\.(img|txt)_mod\.lin\.", r".\1_mod.linear."),
-        Rename(r"\.(img|txt)_attn\.proj\.", r".\1_attn_proj."),
-        Rename(r"\.(img|txt)_attn\.norm\.query_norm\." + _NORM + "$", r".\1_attn_q_norm.weight"),
-        Rename(r"\.(img|txt)_attn\.norm\.key_norm\." + _NORM + "$", r".\1_attn_k_norm.weight"),
-        Rename(r"\.(img|txt)_mlp\.0\.", r".\1_mlp.fc1."),
-        Rename(r"\.(img|txt)_mlp\.2\.", r".\1_mlp.fc2."),
+        *_DOUBLE_BLOCKS,
         # single blocks
         Rename(r"^(single_blocks\.\d+)\.norm\.query_norm\." + _NORM + "$", r"\1.q_norm.weight"),
         Rename(r"^(single_blocks\.\d+)\.norm\.key_norm\." + _NORM + "$", r"\1.k_norm.weight"),
         Rename(r"^(single_blocks\.\d+)\.modulation\.lin\.", r"\1.modulation.linear."),
         # token refiner blocks
-        Rename(r"^(txt_in\.individual_token_refiner\.blocks\.\d+)\.self_attn\.proj\.",
-               r"\1.self_attn_proj."),
-        Rename(r"^(txt_in\.individual_token_refiner\.blocks\.\d+)\.mlp\.0\.", r"\1.mlp.fc1."),
-        Rename(r"^(txt_in\.individual_token_refiner\.blocks\.\d+)\.mlp\.2\.", r"\1.mlp.fc2."),
+        *_TOKEN_REFINER,
         # as the authors' layout: the Linear after a SiLU
         Rename(r"\.adaLN_modulation\.1\.", ".adaLN_modulation."),
     ),
@@ -145,16 +154,8 @@ DIT15 = Mapper(
         Rename(_TIME_15 + r"\.(out_layer|mlp\.2)\.", r"\1.mlp.fc2."),
         Rename(r"^txt_in\.c_embedder\.in_layer\.", "txt_in.c_embedder.linear_1."),
         Rename(r"^txt_in\.c_embedder\.out_layer\.", "txt_in.c_embedder.linear_2."),
-        Rename(r"\.(img|txt)_mod\.lin\.", r".\1_mod.linear."),
-        Rename(r"\.(img|txt)_attn\.proj\.", r".\1_attn_proj."),
-        Rename(r"\.(img|txt)_attn\.norm\.query_norm\." + _NORM + "$", r".\1_attn_q_norm.weight"),
-        Rename(r"\.(img|txt)_attn\.norm\.key_norm\." + _NORM + "$", r".\1_attn_k_norm.weight"),
-        Rename(r"\.(img|txt)_mlp\.0\.", r".\1_mlp.fc1."),
-        Rename(r"\.(img|txt)_mlp\.2\.", r".\1_mlp.fc2."),
-        Rename(r"^(txt_in\.individual_token_refiner\.blocks\.\d+)\.self_attn\.proj\.",
-               r"\1.self_attn_proj."),
-        Rename(r"^(txt_in\.individual_token_refiner\.blocks\.\d+)\.mlp\.0\.", r"\1.mlp.fc1."),
-        Rename(r"^(txt_in\.individual_token_refiner\.blocks\.\d+)\.mlp\.2\.", r"\1.mlp.fc2."),
+        *_DOUBLE_BLOCKS,
+        *_TOKEN_REFINER,
         Rename(r"\.adaLN_modulation\.1\.", ".adaLN_modulation."),
         *(Rename(rf"^vision_in\.proj\.{i}\.", f"vision_in.{name}.") for i, name in _VISION_IN),
     ),
