@@ -622,9 +622,11 @@ def _detect_layout(model_type: str, component: str, checkpoint, config) -> str |
             cfg = config if config is not None else s.make_config("tiny")
             paths = _verify.abstract_params(s.model_class(), cfg)
             placed = sum(p in paths for p in plan.targets)
-            # a tie (another layout ignores what this one cannot place: ComfyUI's Gemma file
-            # and its vision tower) goes to the layout leaving fewer tensors without a home
-            scores[s.layout] = (placed / max(len(ckpt), 1), placed - len(plan.targets))
+            # the share of the tensors the layout reads (not those it ignores with a reason:
+            # a Gemma 3 folder's vision tower); a tie goes to the layout leaving fewer tensors
+            # without a home (ComfyUI's Gemma file, whose tower only one layout ignores)
+            read = len(ckpt) - len(plan.ignored) - len(plan.assets)
+            scores[s.layout] = (placed / max(read, 1), placed - len(plan.targets))
     best = max(scores, key=scores.get, default=None)
     return best if best is not None and scores[best][0] > 0.5 else None
 
