@@ -424,7 +424,8 @@ class _Loaded(Exception):
 def _fake_family(calls, *, fits=True):
     class Pipeline:
         @classmethod
-        def check_memory(cls, release, request, *, mesh=None, precision="bf16", enforce=True):
+        def check_memory(cls, release, request, *, mesh=None, precision="bf16", enforce=True,
+                         quantized=None):
             calls.append(("check_memory", release, request, mesh, precision))
             if enforce and not fits:
                 raise VidaxError("the request needs 99 GiB; the device has 16 GiB")

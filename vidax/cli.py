@@ -335,7 +335,7 @@ def cmd_generate(args) -> int:
         # the request's checks and only skips the refusal).
         check = not args.skip_memory_check
         family.Pipeline.check_memory(release, request, mesh=mesh, precision=args.precision,
-                                     enforce=check)
+                                     enforce=check, quantized=args.quantized)
         pipe = family.Pipeline.from_release(release, mesh=mesh, precision=args.precision,
                                             console=con, quantized=args.quantized)
         frames = pipe(request=request, memory_check=check)

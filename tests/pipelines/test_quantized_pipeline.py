@@ -130,8 +130,15 @@ def test_fp8_dit_is_estimated_at_its_stored_size(release):
     fp8 = module.Pipeline.check_memory(
         overrides.inspect(module, folder, components={"dit": files["fp8"]}), request,
         enforce=False)
-    assert "fp8 weights kept" in fp8.dtypes["dit"]
+    assert "20 quantized weights kept" in fp8.dtypes["dit"]
     assert fp8.weights["dit"] < 0.75 * bf16.weights["dit"]
+    # GGUF: at the dequantized size by default, at its blocks' size when kept
+    gguf = overrides.inspect(module, folder, components={"dit": files["gguf"]})
+    dense = module.Pipeline.check_memory(gguf, request, enforce=False)
+    kept = module.Pipeline.check_memory(gguf, request, enforce=False, quantized="keep")
+    assert dense.weights["dit"] == bf16.weights["dit"]
+    assert "20 quantized weights kept" in kept.dtypes["dit"]
+    assert kept.weights["dit"] < 0.75 * dense.weights["dit"]
 
 
 def test_gguf_dit_dequantized_or_kept_equals_the_oracle(release, record_property):

@@ -523,10 +523,12 @@ class PipelineBase:
     make_request: ClassVar = None
     to_uint8 = staticmethod(to_uint8)
 
-    def __init__(self, release: Release, *, mesh=None, precision: str = "bf16", console=None):
+    def __init__(self, release: Release, *, mesh=None, precision: str = "bf16", console=None,
+                 quantized: str | None = None):
         self.release, self.task, self.variant = release, release.task, release.variant
         self.precision = precision_policy(precision)
         self.mesh = mesh
+        self.quantized = quantized   # vidax.load's quantized= for every component
         self._progress = Progress(console)
 
     @property
@@ -541,7 +543,8 @@ class PipelineBase:
         (``quantized``: ``vidax.load``'s, for quantized files: ``"keep"``, ``"dequantize"``,
         default keep fp8 and dequantize GGUF; ``options``: the family's, see its
         ``__init__``)."""
-        pipe = cls(release, mesh=mesh, precision=precision, console=console, **options)
+        pipe = cls(release, mesh=mesh, precision=precision, console=console,
+                   quantized=quantized, **options)
         for key, spec in release.specs.items():
             verify_component(spec, release.files[key], release.configs[key])
         pipe._progress.line(f"{pipe.describe()} in {release.folder}: every component "
@@ -550,7 +553,7 @@ class PipelineBase:
             pipe.adopt(key, load_component(
                 pipe._progress, spec.model_type, spec.component, release.files[key],
                 release.configs[key], pipe.param_dtype(spec.component), mesh,
-                layout=spec.layout, label=key, quantized=quantized))
+                layout=spec.layout, label=key, quantized=pipe.quantized))
         pipe.setup()
         return pipe
 
@@ -561,15 +564,17 @@ class PipelineBase:
     @classmethod
     def check_memory(cls, release: Release, request: Request, *, mesh=None,
                      precision: str = "bf16", weights: bool = True,
-                     enforce: bool = True) -> memory.Estimate:
+                     enforce: bool = True, quantized: str | None = None) -> memory.Estimate:
         """The memory ``request`` needs on ``release`` (:mod:`vidax.pipelines.memory`: an
         upper-ish estimate from the abstract shapes, no weight read) against what the
         devices have; raises :class:`~vidax.errors.MemoryEstimateError` with the numbers
         when it does not fit, unless ``enforce=False`` (``--skip-memory-check``). First the
         request is checked against the release (:meth:`resolve`: what the family checks
         against its configs, e.g. CogVideoX's position grid), so that every input error
-        comes before loading. ``weights=False``: the activations only (weights loaded)."""
-        pipe = cls(release, mesh=mesh, precision=precision)
+        comes before loading. ``weights=False``: the activations only (weights loaded).
+        ``quantized``: as :meth:`from_release` will load (quantized weights kept count at
+        their stored size)."""
+        pipe = cls(release, mesh=mesh, precision=precision, quantized=quantized)
         return pipe.memory_fits(pipe.resolve(request), weights, enforce)
 
     def memory_fits(self, request: Request, weights: bool = True,

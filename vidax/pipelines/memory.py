@@ -277,7 +277,8 @@ def estimate(pipe, request, *, weights: bool = True) -> Estimate:
     for key, spec in pipe.release.specs.items() if weights else ():
         dtype = np.dtype(pipe.param_dtype(spec.component))
         config = pipe.release.configs[key]
-        held = held_bytes(spec, pipe.release.files.get(key), config, dtype)
+        held = held_bytes(spec, pipe.release.files.get(key), config, dtype,
+                          getattr(pipe, "quantized", None))
         if held is None:
             count = sum(math.prod(a.shape) for a in abstract_params(
                 spec.model_class(), config).values())
@@ -301,12 +302,13 @@ def estimate(pipe, request, *, weights: bool = True) -> Estimate:
 
 
 # ----------------------------------------------------------------------------- devices
-def held_bytes(spec, path, config, dtype) -> tuple[int, str] | None:
+def held_bytes(spec, path, config, dtype, quantized=None) -> tuple[int, str] | None:
     """``(bytes, dtypes)`` a weight file's parameters hold on the devices once loaded at
-    ``dtype`` -- its fp8 weights kept as stored with their scales (``vidax.load``'s default),
-    the rest at ``dtype`` -- from its header alone; None where the file holds nothing
-    quantized (the abstract count is then exact) or cannot be planned here (the load's own
-    verification will say why)."""
+    ``dtype`` with ``vidax.load``'s ``quantized`` -- fp8 weights kept as stored with their
+    scales (unless ``"dequantize"``), GGUF Q8_0 Linear weights as their blocks (with
+    ``"keep"``), the rest at ``dtype`` -- from its header alone; None where nothing stays
+    quantized (the abstract count is then exact) or the file cannot be planned here (the
+    load's own verification will say why)."""
     import numpy as np
 
     from vidax import loading
@@ -318,20 +320,30 @@ def held_bytes(spec, path, config, dtype) -> tuple[int, str] | None:
     try:
         with open_checkpoint(path) as ckpt:
             plan, view = loading.plan_tensors(spec, ckpt)
-            if not any(t.scaled or str(t.stored_dtype).startswith("float8")
-                       for t in plan.targets.values()):
+
+            def stays(t) -> bool:
+                first = view[t.sources[0].key]
+                if getattr(first, "quant", None) == "Q8_0":
+                    return (quantized == "keep" and t.layout == "linear"
+                            and len(t.sources) == 1 and t.sources[0].axis is None)
+                return quantized != "dequantize" and (t.scaled or (
+                    str(t.stored_dtype).startswith("float8") and len(t.shape) > 1))
+
+            staying = {id(t) for t in plan.targets.values() if stays(t)}
+            if not staying:
                 return None
             total, kept = 0, set()
             for t in plan.targets.values():
-                if t.scaled or (str(t.stored_dtype).startswith("float8") and len(t.shape) > 1):
+                if id(t) in staying:
                     kept.update(t.keys)       # split parts share their fused tensor
                 else:
                     total += math.prod(t.shape) * np.dtype(dtype).itemsize
             total += sum(view[k].nbytes for k in kept)
-            kept = sum(str(view[k].dtype).startswith("float8") for k in kept)
+            kept = sum(str(view[k].dtype).startswith("float8")
+                       or getattr(view[k], "quant", None) == "Q8_0" for k in kept)
     except (VidaxError, OSError):
         return None
-    return total, f"{np.dtype(dtype).name}, {kept} fp8 weights kept"
+    return total, f"{np.dtype(dtype).name}, {kept} quantized weights kept"
 
 
 def host_available() -> tuple[int | None, str]:
