@@ -146,8 +146,8 @@ def load(model_type: str, component: str, checkpoint, *,
     ``"keep"`` -- fp8 weights with their scales, and GGUF's Q8_0 Linear weights as int8
     with their block scales, stay so on the device (``vidax.nn.quant.QArray``, dequantized
     inside each layer; ``dtype`` casts the rest); ``"dequantize"`` -- every weight becomes
-    floats on the host (``dtype``, else the scale's float32); default (None): keep fp8,
-    dequantize GGUF.
+    floats (``dtype``, else the scale's float32; fp8 and Q8_0 data are placed as stored and
+    dequantized on the device); default (None): keep fp8, dequantize GGUF.
 
     Refused (``VidaxError``, nothing returned): a tree that does not match 1:1, integer or
     boolean data where the model has float parameters (no rule declares it quantized or an
@@ -309,6 +309,22 @@ def _stays_fp8(target: Target, view: Mapping, mode: str | None) -> bool:
             and str(target.stored_dtype).startswith("float8") and len(target.shape) >= 2)
 
 
+def _q8_0_linear(target: Target, view: Mapping) -> bool:
+    """Whether a target is one GGUF Q8_0 Linear weight, whose blocks can be placed as stored."""
+    ref = view[target.sources[0].key]
+    return (getattr(ref, "quant", None) == "Q8_0" and hasattr(ref, "q8_0_blocks")
+            and len(target.sources) == 1 and target.sources[0].axis is None
+            and target.layout == "linear" and target.reshape is None and target.cast is None)
+
+
+def keeps_quantized(target: Target, view: Mapping, mode: str | None) -> bool:
+    """Whether :func:`load` with ``quantized=mode`` holds this weight on the device as stored
+    (fp8 with its scales, plain fp8, Q8_0 blocks with ``"keep"``): what the memory estimate
+    counts at the stored size (``vidax.pipelines.memory.held_bytes``)."""
+    return ((target.scaled and mode != "dequantize") or _stays_fp8(target, view, mode)
+            or (mode == "keep" and _q8_0_linear(target, view)))
+
+
 def _quantized_host(target: Target, view: Mapping, mode: str | None, dtype):
     """``((data, scale, block, format), keep)`` of a weight placed as it is stored, as host
     arrays (the data a view of the map where one part feeds it), and whether it stays so
@@ -327,8 +343,7 @@ def _quantized_host(target: Target, view: Mapping, mode: str | None, dtype):
     ref = view[target.sources[0].key]
     if str(ref.dtype).startswith("float8") and mode == "dequantize" and dtype is not None:
         return (target.materialize(view), np.asarray(1.0, np.float32), None, "fp8"), False
-    if (getattr(ref, "quant", None) == "Q8_0" and target.sources[0].axis is None
-            and target.layout == "linear" and hasattr(ref, "q8_0_blocks")):
+    if _q8_0_linear(target, view):
         qs, d = ref.q8_0_blocks()
         return (qs.T, d.T, 32, "gguf-Q8_0"), mode == "keep"
     return None, False

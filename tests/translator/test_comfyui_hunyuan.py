@@ -281,20 +281,12 @@ def vae_case(tmp_path_factory):
     import dataclasses
 
     import torch
-    from diffusers import AutoencoderKLHunyuanVideo
 
     from tests.models.hunyuan_video.test_hunyuan_video_vae import (
-        BATCH, FRAMES, HEIGHT, LATENT_FRAMES, WIDTH)
+        BATCH, FRAMES, HEIGHT, LATENT_FRAMES, WIDTH, reference)
     from tests.parity import VAECase
-    from vidax.models.hunyuan_video.vae import HunyuanVideoVAEConfig
 
-    cfg = HunyuanVideoVAEConfig.tiny()
-    ref = AutoencoderKLHunyuanVideo(block_out_channels=cfg.block_out_channels,
-                                    latent_channels=cfg.latent_channels,
-                                    norm_num_groups=cfg.norm_num_groups).eval()
-    ref.disable_tiling()
-    ref.use_framewise_encoding = ref.use_framewise_decoding = False
-    randomize(sorted(ref.named_parameters()), seed=0)
+    cfg, ref = reference()
     folder = tmp_path_factory.mktemp("hv10_vae_comfy")
     torch.save(ref.state_dict(), folder / "pytorch_model.pt")
     case = VAECase.posterior("hunyuan_video", folder / "pytorch_model.pt", cfg, ref,

@@ -278,7 +278,7 @@ def _comfy_gemma_state(state: dict) -> dict:
 def gemma_case(tmp_path_factory):
     import torch
 
-    from tests.models.gemma.test_gemma import BATCH, SEQ_LEN, TEXT, VISION, _pad
+    from tests.models.gemma.test_gemma import BATCH, SEQ_LEN, TEXT, _pad, reference
     from tests.parity import DecoderLMCase
     from vidax.models.gemma.model import GemmaConfig
 
@@ -290,14 +290,9 @@ def gemma_case(tmp_path_factory):
         _save(state, root / "gemma_3_12B_it.safetensors")
         return model.model.language_model
 
-    from transformers import Gemma3Config, Gemma3ForConditionalGeneration
-
     return DecoderLMCase.build(
-        tmp_path_factory.mktemp("gemma3_comfy"), "gemma", GemmaConfig,
-        lambda: Gemma3ForConditionalGeneration(Gemma3Config(
-            text_config=TEXT, vision_config=VISION, mm_tokens_per_image=4,
-            image_token_index=250, boi_token_index=251, eoi_token_index=252)),
-        save, num_layers=TEXT["num_hidden_layers"], vocab_size=TEXT["vocab_size"],
+        tmp_path_factory.mktemp("gemma3_comfy"), "gemma", GemmaConfig, reference, save,
+        num_layers=TEXT["num_hidden_layers"], vocab_size=TEXT["vocab_size"],
         batch=BATCH, seq_len=SEQ_LEN, padding=_pad, config_layout="release",
         calls=lambda text, ids, mask: {
             "masked": text(input_ids=ids, attention_mask=mask, output_hidden_states=True)})

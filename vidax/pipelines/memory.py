@@ -320,16 +320,8 @@ def held_bytes(spec, path, config, dtype, quantized=None) -> tuple[int, str] | N
     try:
         with open_checkpoint(path) as ckpt:
             plan, view = loading.plan_tensors(spec, ckpt)
-
-            def stays(t) -> bool:
-                first = view[t.sources[0].key]
-                if getattr(first, "quant", None) == "Q8_0":
-                    return (quantized == "keep" and t.layout == "linear"
-                            and len(t.sources) == 1 and t.sources[0].axis is None)
-                return quantized != "dequantize" and (t.scaled or (
-                    str(t.stored_dtype).startswith("float8") and len(t.shape) > 1))
-
-            staying = {id(t) for t in plan.targets.values() if stays(t)}
+            staying = {id(t) for t in plan.targets.values()
+                       if loading.keeps_quantized(t, view, quantized)}
             if not staying:
                 return None
             total, kept = 0, set()

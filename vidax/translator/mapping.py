@@ -220,23 +220,15 @@ class Target:
         :meth:`materialize`'s value before its cast."""
         if not self.sources or not all(s.scale for s in self.sources) or self.reshape:
             return None
-        rows, scales = [], []
-        for s in self.sources:
-            ref = tensors[s.key]
-            value = np.asarray(_read(tensors[s.scale], None), np.float32)
-            n = (s.stop - s.start) if s.axis == 0 else ref.shape[0]
-            if value.size == 1:
-                scales.append(np.full(n, value.reshape(()), np.float32))
-            elif s.axis not in (None, 0):
-                return None
-            else:
-                scales.append(value.reshape(-1)[s.start:s.stop] if s.axis == 0
-                              else value.reshape(-1))
-            rows.append(n)
-        if len(self.sources) > 1 and self.concat_axis != 0:
-            if not all(np.array_equal(a[:1].repeat(len(a)), a) for a in scales) or len(
-                    {float(a[0]) for a in scales}) != 1:
-                return None
+        # each part's scale over its rows (torch axis 0; the planner allows a per-row scale
+        # only where the part keeps or splits that axis)
+        scales = [np.broadcast_to(scale_rows(_read(tensors[s.scale], None), 1, s),
+                                  ((s.stop - s.start) if s.axis == 0
+                                   else tensors[s.key].shape[0],))
+                  for s in self.sources]
+        if len(scales) > 1 and self.concat_axis != 0:
+            if len({float(v) for a in scales for v in np.unique(a)}) != 1:
+                return None           # parts side by side on another axis: one scale only
             scales = scales[:1]
         vector = np.concatenate(scales)
         data = [self._part(tensors, s, raw=True) for s in self.sources]
@@ -244,15 +236,11 @@ class Target:
         data = converter.convert(data, self.layout)
         if np.all(vector == vector[0]):
             return data, np.asarray(vector[0], np.float32)
-        if self.layout in ("linear", "conv", "conv_transpose"):
-            axis = data.ndim - 1 if self.layout != "conv_transpose" else data.ndim - 2
-        else:
-            axis = 0
-        shape = [1] * data.ndim
-        shape[axis] = vector.size
-        if self.layout == "conv_transpose" or vector.size != data.shape[axis]:
-            return None
-        return data, vector.reshape(shape if axis != data.ndim - 1 else (vector.size,))
+        if self.layout in ("linear", "conv"):        # torch axis 0 is the last Flax axis
+            return data, vector
+        if self.layout == "none":
+            return data, vector.reshape(-1, *([1] * (data.ndim - 1)))
+        return None                   # conv_transpose: torch axis 0 is its input channels
 
 
 def scale_rows(scale, ndim: int, source: Source) -> np.ndarray:

@@ -59,10 +59,18 @@ def _pad(mask) -> None:
     mask[2, :1] = 0
 
 
+def reference():
+    """transformers' tiny Gemma 3 (text model, vision tower, projector), as released."""
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration
+
+    return Gemma3ForConditionalGeneration(Gemma3Config(
+        text_config=TEXT, vision_config=VISION, mm_tokens_per_image=4,
+        image_token_index=250, boi_token_index=251, eoi_token_index=252))
+
+
 @pytest.fixture(scope="module")
 def case(tmp_path_factory) -> DecoderLMCase:
     """The saved reference in both layouts, the inputs, and transformers' outputs."""
-    from transformers import Gemma3Config, Gemma3ForConditionalGeneration
 
     def save(model, root):
         model.save_pretrained(root / "release", max_shard_size="50KB")   # sharded, as released
@@ -71,11 +79,8 @@ def case(tmp_path_factory) -> DecoderLMCase:
         return text_model
 
     return DecoderLMCase.build(
-        tmp_path_factory.mktemp("gemma3"), "gemma", GemmaConfig,
-        lambda: Gemma3ForConditionalGeneration(Gemma3Config(
-            text_config=TEXT, vision_config=VISION, mm_tokens_per_image=4,
-            image_token_index=250, boi_token_index=251, eoi_token_index=252)),
-        save, num_layers=TEXT["num_hidden_layers"], vocab_size=TEXT["vocab_size"],
+        tmp_path_factory.mktemp("gemma3"), "gemma", GemmaConfig, reference, save,
+        num_layers=TEXT["num_hidden_layers"], vocab_size=TEXT["vocab_size"],
         batch=BATCH, seq_len=SEQ_LEN, padding=_pad, config_layout="release",
         calls=lambda text, ids, mask: {
             "ids": text(input_ids=ids, output_hidden_states=True),

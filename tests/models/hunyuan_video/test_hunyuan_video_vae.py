@@ -85,10 +85,9 @@ def test_config_reader():
 
 
 # ----------------------------------------------------------------------------- tiny parity
-@pytest.fixture(scope="module")
-def case(tmp_path_factory) -> VAECase:
-    """diffusers' tiny VAE saved as the release is, the inputs, and its outputs."""
-    import torch
+def reference():
+    """``(config, diffusers' tiny VAE)`` at vidax's tiny config, random values in every tensor,
+    tiling and framewise passes off (one pass, as vidax's untiled calls)."""
     from diffusers import AutoencoderKLHunyuanVideo
 
     cfg = HunyuanVideoVAEConfig.tiny()
@@ -98,6 +97,15 @@ def case(tmp_path_factory) -> VAECase:
     ref.disable_tiling()
     ref.use_framewise_encoding = ref.use_framewise_decoding = False
     randomize(sorted(ref.named_parameters()), seed=0)
+    return cfg, ref
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory) -> VAECase:
+    """diffusers' tiny VAE saved as the release is, the inputs, and its outputs."""
+    import torch
+
+    cfg, ref = reference()
     path = tmp_path_factory.mktemp("hunyuan_video_vae") / "pytorch_model.pt"
     state = ref.state_dict()
     assert len(state) == manifests.get_manifest(MANIFEST).num_tensors
