@@ -300,6 +300,9 @@ def cmd_generate(args) -> int:
         # and to be that component before anything loads (vidax.pipelines.overrides).
         components = {o: overrides.parse_cli(family, o, getattr(args, o))
                       for o in overrides.OPTIONS}
+        from vidax import lora as _lora
+
+        loras = _lora.as_specs(args.lora or [])
         if args.video is not None and "video" not in inspect.signature(
                 family.make_request).parameters:
             raise VidaxError(f"--video: {args.model_type} takes no input clip (cosmos2_5's "
@@ -337,7 +340,8 @@ def cmd_generate(args) -> int:
         family.Pipeline.check_memory(release, request, mesh=mesh, precision=args.precision,
                                      enforce=check, quantized=args.quantized)
         pipe = family.Pipeline.from_release(release, mesh=mesh, precision=args.precision,
-                                            console=con, quantized=args.quantized)
+                                            console=con, quantized=args.quantized,
+                                            loras=loras, lora_mode=args.lora_mode)
         frames = pipe(request=request, memory_check=check)
     path = pipe.write(frames, out, fps=request.fps)
     f, h, w = frames.shape[:3]
@@ -539,6 +543,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "its weights quantized on the device (fp8, and GGUF's Q8_0 as int8 + "
                         "scales) or dequantize them at load; default: keep fp8, dequantize "
                         "GGUF (docs/loading_weights.md)")
+    s.add_argument("--lora", metavar="FILE[:STRENGTH][@high|@low]", action="append",
+                   help="a LoRA for the DiT (repeatable; strength default 1; @high / @low: "
+                        "the Wan2.2 A14B expert it is for); every format vidax reads and how "
+                        "it is checked: docs/lora.md")
+    s.add_argument("--lora-mode", choices=("merge", "live"), default="merge",
+                   help="merge the LoRAs into the weights at load (default), or keep them "
+                        "live (unmerged adapters)")
     s.add_argument("--skip-memory-check", action="store_true",
                    help="load and run even when the request's memory estimate exceeds what "
                         "the devices have")

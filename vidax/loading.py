@@ -126,7 +126,8 @@ def verify(model_type: str, component: str, checkpoint, *, variant: str | None =
 def load(model_type: str, component: str, checkpoint, *,
          variant: str | None = None, config=None, dtype=None, mesh=None,
          layout: str | None = None, rules: PartitionRules | None = None,
-         progress: Progress | None = None, quantized: str | None = None) -> nnx.Module:
+         progress: Progress | None = None, quantized: str | None = None,
+         loras=None, lora_mode: str = "merge") -> nnx.Module:
     """The model with the checkpoint's weights, verified 1:1 first (raises on mismatch).
 
     ``checkpoint``: a file or folder of the authors' release, a folder written by
@@ -148,6 +149,9 @@ def load(model_type: str, component: str, checkpoint, *,
     inside each layer; ``dtype`` casts the rest); ``"dequantize"`` -- every weight becomes
     floats (``dtype``, else the scale's float32; fp8 and Q8_0 data are placed as stored and
     dequantized on the device); default (None): keep fp8, dequantize GGUF.
+    ``loras``: LoRA files to apply (paths, ``"FILE[:STRENGTH]"``, ``(path, strength)``
+    pairs, ``vidax.lora.LoraSpec``), merged into the weights or kept live (``lora_mode``);
+    each is read and mapped onto the model before any weight is placed (``vidax.lora``).
 
     Refused (``VidaxError``, nothing returned): a tree that does not match 1:1, integer or
     boolean data where the model has float parameters (no rule declares it quantized or an
@@ -156,7 +160,8 @@ def load(model_type: str, component: str, checkpoint, *,
     """
     return load_with_report(model_type, component, checkpoint, variant=variant, config=config,
                             dtype=dtype, mesh=mesh, layout=layout, rules=rules,
-                            progress=progress, quantized=quantized)[0]
+                            progress=progress, quantized=quantized, loras=loras,
+                            lora_mode=lora_mode)[0]
 
 
 @contextlib.contextmanager
@@ -198,8 +203,8 @@ def _verified(model_type: str, component: str, checkpoint, *, variant, config, l
 def load_with_report(model_type: str, component: str, checkpoint, *,
                      variant: str | None = None, config=None, dtype=None, mesh=None,
                      layout: str | None = None, rules: PartitionRules | None = None,
-                     progress: Progress | None = None,
-                     quantized: str | None = None) -> tuple[nnx.Module, _verify.Report]:
+                     progress: Progress | None = None, quantized: str | None = None,
+                     loras=None, lora_mode: str = "merge") -> tuple[nnx.Module, _verify.Report]:
     """``load``, also returning the verification report (what matched, what was ignored)."""
     from vidax import dtypes
 
@@ -223,6 +228,13 @@ def load_with_report(model_type: str, component: str, checkpoint, *,
             if name not in plan.targets:
                 raise VidaxError(f"internal: {spec.model_type} {spec.component} has state "
                                  f"{name} that is not a parameter; models keep no buffers")
+        adapters = None
+        if loras:                 # every LoRA read and mapped before any weight is placed
+            from vidax import lora as _lora
+
+            adapters = _lora.prepare(loras, spec.model_type, spec.component,
+                                     {n: plan.targets[n].shape for n in names},
+                                     mode=lora_mode)
         shardings = None
         if mesh is not None:
             rules = rules or _sharding.rules_for(spec.model)
@@ -295,7 +307,11 @@ def load_with_report(model_type: str, component: str, checkpoint, *,
         _check_finite(counts, plan, view, source, dtype, total)
         report.kept_quantized = sum(isinstance(v.get_value(), QArray) for _, v in leaves
                                     if v is not None)
-        return nnx.merge(graphdef, nnx.from_flat_state(leaves)), report
+        model = nnx.merge(graphdef, nnx.from_flat_state(leaves))
+        if adapters is not None:
+            report.loras = _lora.apply(model, spec.model_type, spec.component, None,
+                                       mode=lora_mode, prepared=adapters)
+        return model, report
 
 
 #: The ``quantized=`` choices of :func:`load` (None: keep fp8, dequantize GGUF).

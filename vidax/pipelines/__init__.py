@@ -55,7 +55,8 @@ def family(model_type: str) -> ModuleType:
 
 def pipeline(model_type: str, checkpoint_dir: str | os.PathLike, *, variant: str | None = None,
              mesh=None, precision: str = "bf16", console=None, dit=None, vae=None,
-             text_encoder=None, image_encoder=None, quantized: str | None = None):
+             text_encoder=None, image_encoder=None, quantized: str | None = None,
+             loras=None, lora_mode: str = "merge"):
     """The generation pipeline of a release folder (the guides: docs/models/<model_type>.md).
 
     Args:
@@ -76,6 +77,11 @@ def pipeline(model_type: str, checkpoint_dir: str | os.PathLike, *, variant: str
       quantized: what becomes of a quantized file's weights (fp8, GGUF;
         docs/loading_weights.md): ``"keep"`` (fp8 and GGUF Q8_0 stay quantized on the device),
         ``"dequantize"``, or None (the default: fp8 kept, GGUF dequantized).
+      loras: LoRA files for the DiT (docs/lora.md): paths, ``"FILE[:STRENGTH][@high|@low]"``
+        strings (``@`` picks a Wan2.2 A14B expert), ``(path, strength)`` pairs or
+        ``vidax.lora.LoraSpec``; each is mapped onto the DiT before any weight is read.
+      lora_mode: ``"merge"`` (into the weights at load) or ``"live"`` (adapters whose
+        strengths ``vidax.lora.set_strengths(pipe.dit, {...})`` changes between calls).
 
     Every component file is found and verified against its model before any weight is read;
     a missing file, or a file that is not the component it stands for, is one clear error.
@@ -91,7 +97,8 @@ def pipeline(model_type: str, checkpoint_dir: str | os.PathLike, *, variant: str
                                     "dit": dit, "vae": vae, "text_encoder": text_encoder,
                                     "image_encoder": image_encoder})
     return module.Pipeline.from_release(release, mesh=mesh, precision=precision,
-                                        console=console, quantized=quantized)
+                                        console=console, quantized=quantized, loras=loras,
+                                        lora_mode=lora_mode)
 
 
 def _facts(model_type: str) -> dict:

@@ -109,6 +109,7 @@ import numpy as np
 from flax import nnx
 
 from vidax import loading, registry
+from vidax.lora import for_release as lora_for_release
 from vidax.pipelines import memory, overrides
 from vidax.errors import MemoryEstimateError, NumericalError, VerificationError, VidaxError
 from vidax.sharding import constrain_batch, shard_batch, use_mesh
@@ -434,15 +435,18 @@ def verify_component(spec, path: str | os.PathLike, config) -> None:
 
 def load_component(progress: Progress, model_type: str, component: str, path: Path, config,
                    dtype, mesh=None, *, layout: str | None = None, label: str | None = None,
-                   quantized: str | None = None):
+                   quantized: str | None = None, loras=None, lora_mode: str = "merge"):
     """One component through ``vidax.load`` (verified 1:1), with a progress bar and its
-    report's headline."""
+    report's headline (and the LoRAs it applied)."""
     label = label or component
     with progress.phase(f"loading {label} ({Path(path).name})") as advance:
         model, report = loading.load_with_report(
             model_type, component, path, config=config, dtype=dtype, mesh=mesh, layout=layout,
-            progress=lambda done, total, name: advance(total=total), quantized=quantized)
+            progress=lambda done, total, name: advance(total=total), quantized=quantized,
+            loras=loras, lora_mode=lora_mode)
     progress.line(f"  {label}: {report.headline()}")
+    for line in report.loras.lines if report.loras is not None else ():
+        progress.line(f"  {label} LoRA ({report.loras.mode}) {line}")
     return model
 
 
@@ -524,11 +528,12 @@ class PipelineBase:
     to_uint8 = staticmethod(to_uint8)
 
     def __init__(self, release: Release, *, mesh=None, precision: str = "bf16", console=None,
-                 quantized: str | None = None):
+                 quantized: str | None = None, loras=None, lora_mode: str = "merge"):
         self.release, self.task, self.variant = release, release.task, release.variant
         self.precision = precision_policy(precision)
         self.mesh = mesh
         self.quantized = quantized   # vidax.load's quantized= for every component
+        self.loras, self.lora_mode = loras, lora_mode   # the DiT's LoRAs (vidax.lora)
         self._progress = Progress(console)
 
     @property
@@ -538,22 +543,26 @@ class PipelineBase:
     # ------------------------------------------------------------------------- loading
     @classmethod
     def from_release(cls, release: Release, *, mesh=None, precision: str = "bf16",
-                     console=None, quantized: str | None = None, **options) -> PipelineBase:
-        """Verify every weight file against its model (no weight read), then load each one
-        (``quantized``: ``vidax.load``'s, for quantized files: ``"keep"``, ``"dequantize"``,
-        default keep fp8 and dequantize GGUF; ``options``: the family's, see its
-        ``__init__``)."""
+                     console=None, quantized: str | None = None, loras=None,
+                     lora_mode: str = "merge", **options) -> PipelineBase:
+        """Verify every weight file against its model (no weight read) and every LoRA
+        against the DiT(s), then load each one (``quantized``: ``vidax.load``'s, for
+        quantized files: ``"keep"``, ``"dequantize"``, default keep fp8 and dequantize GGUF;
+        ``loras``/``lora_mode``: the DiT's LoRAs, ``vidax.lora``; ``options``: the family's,
+        see its ``__init__``)."""
         pipe = cls(release, mesh=mesh, precision=precision, console=console,
-                   quantized=quantized, **options)
+                   quantized=quantized, loras=loras, lora_mode=lora_mode, **options)
         for key, spec in release.specs.items():
             verify_component(spec, release.files[key], release.configs[key])
+        per_dit = lora_for_release(release, loras, lora_mode)
         pipe._progress.line(f"{pipe.describe()} in {release.folder}: every component "
                             f"verified; loading with precision {pipe.precision.name}")
         for key, spec in release.specs.items():
             pipe.adopt(key, load_component(
                 pipe._progress, spec.model_type, spec.component, release.files[key],
                 release.configs[key], pipe.param_dtype(spec.component), mesh,
-                layout=spec.layout, label=key, quantized=pipe.quantized))
+                layout=spec.layout, label=key, quantized=pipe.quantized,
+                loras=per_dit.get(key), lora_mode=lora_mode))
         pipe.setup()
         return pipe
 

@@ -68,6 +68,7 @@ class Report:
     config_from: str = ""          # where the config compared against came from, if detected
     quantization: str = ""         # the file's quantized form (vidax.translator.quant), if any
     kept_quantized: int = 0        # parameters a load kept quantized on the device
+    loras: object = None           # vidax.lora.Applied: the LoRAs a load applied
 
     @property
     def ok(self) -> bool:
