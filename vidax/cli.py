@@ -151,6 +151,9 @@ def cmd_inspect(args) -> int:
         copy = manifests.identify(weights, path=str(args.path))
         copy = copy if copy.kind in ("exact", "dtype") else None
     info["quantization"] = quantization
+    lora = _lora_info(str(args.path), tensors) if found.kind not in ("exact", "dtype") else None
+    if lora is not None:
+        info["lora"] = lora
     if args.json:
         info["tensors"] = {k: {"shape": list(s), "dtype": d} for k, (s, d) in tensors.items()}
         info["identification"] = found.to_json()
@@ -173,12 +176,41 @@ def cmd_inspect(args) -> int:
     if len(shown) < len(names):
         con.print(f"  ... {len(names) - len(shown)} more (--all lists them)")
     con.print(f"quantization: {quantization['description']}", markup=False)
-    if copy is not None:
+    if lora is not None:
+        con.print(lora["description"], markup=False)
+    elif copy is not None:
         con.print("its weights (scales, markers and container prefix aside):", markup=False)
         con.print(copy.summary(), markup=False)
     else:
         con.print(found.summary(), markup=False)
     return 0
+
+
+def _lora_info(path: str, tensors) -> dict | None:
+    """What ``vidax inspect`` says of a LoRA file (None: not one): its form, prefix, ranks,
+    alphas, and the released components its changes fit (``vidax.translator.lora``)."""
+    from vidax.translator import lora
+
+    if not lora.looks_like_lora(tensors):
+        return None
+    try:
+        file = lora.read_lora(path)
+    except lora.LoraError as e:
+        return {"form": "unreadable", "description": f"LoRA: {e}"}
+    fits = lora.identify_lora(file)
+    ranks, alphas = file.ranks(), file.alphas()
+    where = ("; fits " + ", ".join(f.label for f in fits[:6])
+             + (f" and {len(fits) - 6} more" if len(fits) > 6 else "")
+             + f" ({fits[0].matched} of {fits[0].total} changed weights by name and shape)"
+             if fits else "; its module names match no release vidax knows")
+    text = (f"LoRA: {file.form}, prefix {file.prefix}, {len(file.modules)} modules, rank "
+            f"{'/'.join(map(str, ranks)) or '-'}, alpha "
+            f"{'/'.join(f'{a:g}' for a in alphas) or 'none (scale 1)'}{where}")
+    return {"form": file.form, "prefix": file.prefix, "modules": len(file.modules),
+            "ranks": ranks, "alphas": alphas,
+            "fits": [{"release": f.manifest.release, "component": f.manifest.component,
+                      "layout": f.manifest.layout, "matched": f.matched, "total": f.total}
+                     for f in fits], "description": text}
 
 
 def _quantization(ckpt, path: str) -> tuple[dict, dict]:

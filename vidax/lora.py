@@ -10,8 +10,9 @@ any is applied, so a bad one leaves the model as it was.
   its device(s), one parameter at a time, the old buffer donated to the new one: besides the
   model, only the one parameter in flight and its delta are ever held. The LoRA's factors go
   to the device as stored (a few MiB) and their product is formed there. A quantized base
-  stays quantized: fp8 weights are re-encoded with their own scales, GGUF's Q8_0 blocks get
-  new block scales (the rounding this costs is measured in ``benchmarks/lora_merge.py``).
+  stays quantized: fp8 weights are re-encoded under a new scale (as ltx-core re-quantizes a
+  fused fp8 weight), GGUF's Q8_0 blocks get new block scales (:func:`requantized`; what the
+  rounding costs is measured in ``tests/lora/test_lora_quantized.py``).
 * ``mode="live"``: each changed parameter becomes a :class:`vidax.nn.lora.LoraArray` -- the
   base, the factors, and a strengths vector -- read as ``base + sum(s_i * delta_i)`` inside
   each layer. :func:`set_strengths` changes the strengths without reloading or recompiling.
@@ -176,8 +177,10 @@ def _delta(plan: LoraPlan, target, name: str, put) -> LoraDelta:
         index = source.index(len(full))
         part = tuple(full) if index is None else tuple(
             len(range(*sl.indices(n))) for sl, n in zip(index, full))
-        if source.key.endswith(".bias") or "diff" in module.keys:
-            role = "diff_b" if source.key.endswith(".bias") else "diff"
+        role = ("diff_b" if source.key.endswith(".bias") else
+                "diff_m" if source.key.endswith("modulation") else
+                "diff" if "diff" in module.keys else None)
+        if role is not None:
             data = file.array(module.keys[role])
             arrays.append((put(data if index is None else data[index]),))
             pieces.append(("dense", part, None, 1.0))
@@ -277,26 +280,35 @@ def _merged(base, deltas, strengths):
 
 
 def requantized(base: QArray, merged: jax.Array) -> QArray:
-    """``merged`` in ``base``'s quantized form: fp8 / int8 data under ``base``'s own scale
-    (per tensor or per row; values beyond the format's range saturate), or Q8_0 blocks with
-    new block scales (``max |w| / 127``, as GGUF's ``quantize_q8_0``)."""
+    """``merged`` in ``base``'s quantized form. fp8 (and int8) data get a new scale of the
+    base's granularity (per tensor, or per row): ``max|w| / max`` of the format, the data
+    ``clip(w * (max / max|w|))`` -- ltx-core 1.0.0's re-quantization of a LoRA-fused scaled
+    fp8 weight (``loader/fuse_loras.py`` ``_fuse_delta_with_scaled_fp8``,
+    ``quantization/fp8_scaled_mm.py`` ``quantize_weight_to_fp8_per_tensor``), here also per
+    row. Q8_0 blocks get new block scales: ``d = max|w| / 127``, the quants ``w / d`` rounded
+    half away from zero, ``d`` stored float16 (gguf 0.19's ``quants.Q8_0.quantize_blocks``,
+    bit-exact with ggml's ``quantize_row_q8_0``)."""
     dtype = base.data.dtype
     if base.block is None:
-        scale = base.scale.astype(jnp.float32)
-        data = merged / scale
-        limit = float(jnp.finfo(dtype).max) if jnp.issubdtype(dtype, jnp.floating) \
-            else float(jnp.iinfo(dtype).max)
-        data = jnp.clip(data, -limit, limit)
-        if not jnp.issubdtype(dtype, jnp.floating):
-            data = jnp.round(data)
-        return QArray(data.astype(dtype), base.scale, None, base.format)
+        floating = jnp.issubdtype(dtype, jnp.floating)
+        top = float(jnp.finfo(dtype).max) if floating else float(jnp.iinfo(dtype).max)
+        scale = jnp.asarray(base.scale)
+        shape = (1,) * (merged.ndim - scale.ndim) + tuple(scale.shape)
+        axes = tuple(i for i, n in enumerate(shape) if n == 1)
+        amax = jnp.max(jnp.abs(merged), axis=axes, keepdims=True) if axes else jnp.abs(merged)
+        inv = jnp.where(amax > 0, top / jnp.where(amax > 0, amax, 1), 1.0)
+        data = jnp.clip(merged * inv, -top, top)
+        data = data if floating else jnp.round(data)
+        return QArray(data.astype(dtype), (1 / inv).reshape(scale.shape).astype(scale.dtype),
+                      None, base.format)
     *lead, rows, cols = merged.shape
     blocks = merged.reshape(*lead, rows // base.block, base.block, cols)
-    amax = jnp.max(jnp.abs(blocks), axis=-2)
-    scale = (amax / 127.0).astype(base.scale.dtype)
-    safe = jnp.where(scale == 0, 1, scale).astype(jnp.float32)
-    data = jnp.round(blocks / safe[..., :, None, :]).clip(-127, 127).astype(dtype)
-    return QArray(data.reshape(merged.shape), scale, base.block, base.format)
+    scale = jnp.max(jnp.abs(blocks), axis=-2, keepdims=True) / 127
+    inv = jnp.where(scale == 0, 0, 1 / jnp.where(scale == 0, 1, scale))
+    x = blocks * inv                     # rounded half away from zero, as ggml does
+    data = jnp.sign(x) * jnp.floor(jnp.abs(x) + 0.5)
+    return QArray(data.astype(dtype).reshape(merged.shape),
+                  scale[..., 0, :].astype(base.scale.dtype), base.block, base.format)
 
 
 def set_strengths(model: nnx.Module, strengths: Mapping[str, float]) -> int:

@@ -238,3 +238,34 @@ def test_lora_spec_parsing(tmp_path):
     assert spec("C:/x/b.safetensors").path == "C:/x/b.safetensors"
     with pytest.raises(VidaxError, match="expert"):
         spec("b.safetensors@middle")
+
+
+def test_full_deltas_land_where_the_authors_weights_do(case, tmp_path, record_property):
+    """``diff`` / ``diff_b`` / ``diff_m`` (LightX2V's modulation deltas, and norm deltas,
+    which diffusers drops): the model with the LoRA equals the checkpoint with each delta
+    added to its tensor by hand (the oracle: the authors' key names, no vidax mapping)."""
+    import safetensors.torch
+    import torch
+
+    cfg, state, path, _, inputs, base = case
+    g = torch.Generator().manual_seed(9)
+    deltas = {"blocks.0.modulation": "blocks.0.diff_m", "head.modulation": "head.diff_m",
+              "blocks.1.norm3.weight": "blocks.1.norm3.diff",
+              "blocks.1.norm3.bias": "blocks.1.norm3.diff_b",
+              "blocks.0.self_attn.norm_q.weight": "blocks.0.self_attn.norm_q.diff",
+              "patch_embedding.weight": "patch_embedding.diff"}
+    lora = {f"diffusion_model.{k}": torch.randn(state[t].shape, generator=g) * 0.3
+            for t, k in deltas.items()}
+    lora_path = tmp_path / "diffs.safetensors"
+    safetensors.torch.save_file(lora, lora_path)
+    strength = 0.6
+    edited = {k: (v + strength * lora[f"diffusion_model.{deltas[k]}"] if k in deltas else v)
+              for k, v in state.items()}
+    edited_path = tmp_path / "edited.safetensors"
+    safetensors.torch.save_file(edited, edited_path)
+    ref = _run(vidax.load("wan2_1", "dit", edited_path, config=cfg), inputs)
+    out = _run(vidax.load("wan2_1", "dit", path, config=cfg,
+                          loras=[(lora_path, strength)]), inputs)
+    assert _effect(ref, base) > 100 * REL_TOL
+    assert_parity("wan_full_deltas", out, ref, record_property)
+    assert_fails("wan_full_deltas_negative", base, ref, record_property)

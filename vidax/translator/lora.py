@@ -17,7 +17,9 @@ Key forms read (each from its source):
   trainers), ``lora_down.weight`` / ``lora_up.weight`` (kohya, musubi-tuner, LightX2V),
   ``lora.down.weight`` / ``lora.up.weight``, ``alpha`` (a scalar: the product is scaled by
   ``alpha / rank``, rank the factors' inner size; no alpha: scale 1), ``diff`` (a full weight
-  delta), ``diff_b`` (a bias delta), LoHa ``hada_w1_a`` ... ``hada_w2_b`` and LoKr
+  delta), ``diff_b`` (a bias delta), ``diff_m`` (a delta of the block's ``modulation``
+  parameter, Wan: LightX2V's ``lightx2v/utils/lora_loader.py`` @ f8aee98, which diffusers
+  0.42.1 drops), LoHa ``hada_w1_a`` ... ``hada_w2_b`` and LoKr
   ``lokr_w1`` / ``lokr_w1_a`` / ``lokr_w1_b`` / ``lokr_w2`` / ``lokr_w2_a`` / ``lokr_w2_b``
   (LyCORIS). ComfyUI's ``comfy/lora.py`` ``load_lora`` and ``comfy/weight_adapter/`` (the
   LoRA, LoHa, LoKr adapters) read the same suffixes with the same meaning; diffusers 0.42.1
@@ -55,7 +57,7 @@ SUFFIXES = (
     (".lora_down.weight", "down"), (".lora_up.weight", "up"),
     (".lora.down.weight", "down"), (".lora.up.weight", "up"),
     (".lora_mid.weight", "mid"), (".dora_scale", "dora_scale"),
-    (".alpha", "alpha"), (".diff_b", "diff_b"), (".diff", "diff"),
+    (".alpha", "alpha"), (".diff_b", "diff_b"), (".diff_m", "diff_m"), (".diff", "diff"),
     (".hada_w1_a", "hada_w1_a"), (".hada_w1_b", "hada_w1_b"),
     (".hada_w2_a", "hada_w2_a"), (".hada_w2_b", "hada_w2_b"),
     (".hada_t1", "hada_t1"), (".hada_t2", "hada_t2"),
@@ -99,7 +101,7 @@ class LoraModule:
             return "loha"
         if roles & {"lokr_w1", "lokr_w1_a", "lokr_w2", "lokr_w2_a"}:
             return "lokr"
-        return "diff" if roles & {"diff", "diff_b"} else "incomplete"
+        return "diff" if roles & {"diff", "diff_b", "diff_m"} else "incomplete"
 
 
 @dataclass
@@ -168,6 +170,8 @@ class LoraFile:
             out[f"{name}.weight"] = shape("diff")
         if "diff_b" in module.keys:
             out[f"{name}.bias"] = shape("diff_b")
+        if "diff_m" in module.keys:      # Wan's free modulation parameter (LightX2V)
+            out[f"{name}.modulation" if name else "modulation"] = shape("diff_m")
         return out
 
     def _lokr_shape(self, module: LoraModule, stem: str) -> tuple[int, int]:
@@ -440,3 +444,50 @@ def _resolve(file: LoraFile, module: LoraModule, mapper: Mapper, params, vocab) 
                 for p, t in plan.targets.items()):
             return name
     return None
+
+
+# ----------------------------------------------------------------------------- identifying
+def looks_like_lora(keys) -> bool:
+    """Whether a file's keys are a LoRA's: every key ends in a LoRA suffix (a stray one is
+    then named by :func:`read_lora`) and some are factors or deltas."""
+    keys = list(keys)
+    roles = [_role(k) for k in keys]
+    return bool(keys) and all(r is not None for r in roles) and any(
+        r[1] in ("down", "up", "diff", "hada_w1_a", "lokr_w1", "lokr_w1_a") for r in roles)
+
+
+@dataclass(frozen=True)
+class Fit:
+    """How much of a LoRA lands on one released component's weights (by name and shape)."""
+
+    manifest: object               # vidax.manifests.Manifest
+    matched: int
+    total: int
+
+    @property
+    def label(self) -> str:
+        m = self.manifest
+        return f"{m.family} {m.variant} {m.component} ({m.layout})"
+
+
+def identify_lora(file: LoraFile) -> list[Fit]:
+    """The released components whose weights the LoRA's changes fit best (each change's
+    checkpoint key present with its shape), best first: every component tied at the best
+    score (a LoRA for Wan's blocks fits the 14B T2V and I2V DiTs alike)."""
+    from vidax import manifests
+
+    changes = {}
+    for module in file.modules.values():
+        changes.update({(k, module.underscored): s for k, s in file.changes(module).items()})
+    fits = []
+    for m in manifests.all_manifests():
+        names = {k: spec.shape for k, spec in m.tensors.items()}
+        under = {k.replace(".", "_"): s for k, s in names.items()}
+        matched = sum(1 for (k, underscored), shape in changes.items()
+                      if (under if underscored else names).get(k) == tuple(shape))
+        if matched:
+            fits.append(Fit(m, matched, len(changes)))
+    if not fits:
+        return []
+    best = max(f.matched for f in fits)
+    return sorted((f for f in fits if f.matched == best), key=lambda f: f.manifest.name)
