@@ -354,6 +354,11 @@ def cmd_generate(args) -> int:
             _check_out(Path(args.audio_out), ".wav")
         if args.video is not None:
             extra["video"] = args.video
+        if args.distill is not None:
+            if "distill" not in accepts:
+                raise VidaxError(f"--distill: {args.model_type} has no step-distillation "
+                                 "preset (wan2_1 and wan2_2 have lightx2v)")
+            extra["distill"] = args.distill
         if args.true_cfg_scale is not None:
             if "true_cfg_scale" not in accepts:
                 raise VidaxError(f"--true-cfg-scale: {args.model_type} has no true CFG beside "
@@ -579,6 +584,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a LoRA for the DiT (repeatable; strength default 1; @high / @low: "
                         "the Wan2.2 A14B expert it is for); every format vidax reads and how "
                         "it is checked: docs/lora.md")
+    s.add_argument("--distill", choices=("lightx2v",), default=None,
+                   help="Wan: the step-distillation LoRAs' sampling (LightX2V's: 4 steps of "
+                        "their Euler, shift 5, guidance 1 -- one DiT pass per step); options "
+                        "given explicitly win")
     s.add_argument("--lora-mode", choices=("merge", "live"), default="merge",
                    help="merge the LoRAs into the weights at load (default), or keep them "
                         "live (unmerged adapters)")

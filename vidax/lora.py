@@ -146,10 +146,11 @@ def _join(values) -> str:
 def prepare(loras, model_type: str, component: str, params: Mapping[str, tuple],
             *, expert: str | None = None, mode: str = "merge") -> Prepared:
     """Read and map every LoRA (``loras``: see :func:`as_specs`) onto a model whose
-    parameters are ``params`` (path -> shape); the ones for another expert are left out.
+    parameters are ``params`` (path -> shape); with ``expert`` (a Wan2.2 A14B expert) the
+    ones marked for the other are left out (a bare load applies every one it is given).
     Raises ``LoraError`` naming the file and the keys; nothing is applied here."""
     _check_mode(mode)
-    specs = [s for s in as_specs(loras) if s.expert in (None, expert)]
+    specs = [s for s in as_specs(loras) if expert is None or s.expert in (None, expert)]
     layouts = layouts_for(model_type, component)
     if specs and not layouts:
         raise LoraError(f"{model_type} {component}: vidax registers no layout to map a LoRA")

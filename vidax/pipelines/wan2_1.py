@@ -261,14 +261,36 @@ class Request(base.Request):
     last_image: np.ndarray | None = None
 
 
+#: Step-distillation presets (``distill=``, ``--distill``): what the authors of the
+#: step-distillation LoRAs prescribe -- LightX2V's Wan2.1 / Wan2.2 4-step LoRAs
+#: (``configs/distill/wan21/wan_t2v_distill_lora_4step_cfg.json``,
+#: ``configs/distill/wan22/wan_moe_t2v_distill_lora.json`` @ f8aee98): 4 steps of their
+#: Euler (:func:`vidax.schedulers.step_distill_sigmas`), shift 5, no CFG (guidance 1: one DiT
+#: pass per step). An option given explicitly wins over the preset.
+DISTILL = {"lightx2v": {"steps": 4, "shift": 5.0, "sample_solver": "lightx2v",
+                        "guidance_scale": 1.0}}
+
+
+def distilled(distill: str | None, options: dict) -> dict:
+    """``options`` with a step-distillation preset's values where they are not given."""
+    if distill is None:
+        return options
+    if distill not in DISTILL:
+        raise VidaxError(f"distill {distill!r}: known presets are {', '.join(DISTILL)}")
+    return {**options, **{k: v for k, v in DISTILL[distill].items()
+                          if options.get(k) is None}}
+
+
 def make_request(task: str, variant: str, prompt: str, *, image=None, last_image=None,
-                 size=None, noise=None, **options) -> Request:
+                 size=None, noise=None, distill: str | None = None, **options) -> Request:
     """Validate and resolve a generation's options (:meth:`base.Request.resolve`'s; None:
     the release's default). ``size`` (width, height) or ``"WxH"``: the frame size for t2v,
     for i2v/flf2v the area the first image's aspect ratio is fitted into (the authors'
-    ``--size``). ``negative_prompt`` None or ``""``: the authors' default for the task."""
+    ``--size``). ``negative_prompt`` None or ``""``: the authors' default for the task.
+    ``distill``: a step-distillation preset (:data:`DISTILL`), for its LoRA."""
     if task not in TASKS:
         raise VidaxError(f"Wan2.1 task must be one of {TASKS}, got {task!r}")
+    options = distilled(distill, options)
     request = Request.resolve(task, defaults_for(variant, task), prompt, size=size,
                               solvers=SAMPLE_SOLVERS, size_multiple=SIZE_MULTIPLE, **options)
     if task == "t2v" and (image is not None or last_image is not None):
@@ -288,6 +310,12 @@ def make_request(task: str, variant: str, prompt: str, *, image=None, last_image
         request = dataclasses.replace(request, size=(width, height), image=first,
                                       last_image=last)
     return request.with_noise(noise)
+
+
+def one_pass_or(scale: float):
+    """The step's ``guidance_scale`` input: None at 1 -- ``cond + 1 (cond - uncond)`` is the
+    prompt's prediction, so the step runs the DiT once, on the prompt alone."""
+    return None if scale == 1 else jnp.float32(scale)
 
 
 # ----------------------------------------------------------------------------- the pipeline
@@ -360,7 +388,7 @@ class WanPipeline(PipelineBase):
     def prepare(self, request: Request) -> Run:
         with self._progress.phase("encoding the prompt and the negative prompt"):
             inputs = {"context": self.encode_text([request.prompt, request.negative_prompt]),
-                      "guidance_scale": jnp.float32(request.guidance_scale)}
+                      "guidance_scale": one_pass_or(request.guidance_scale)}
         if request.image is not None:
             plural = "s" if request.last_image is not None else ""
             with self._progress.phase(f"encoding the image{plural}"):
@@ -383,10 +411,13 @@ class WanPipeline(PipelineBase):
 
     @staticmethod
     def predict(dit, x, t, inputs, compute_dtype):
-        """The DiT on the ``[cond, uncond]`` batch; ``t`` a scalar or per token."""
-        return dit(x, jnp.broadcast_to(t, (2, *jnp.shape(t))), constrain_batch(inputs["context"]),
-                   clip_fea=cfg_pair(inputs.get("clip_fea")), y=cfg_pair(inputs.get("y")),
-                   compute_dtype=compute_dtype)
+        """The DiT on the ``[cond, uncond]`` batch, or on the prompt alone (guidance 1: one
+        pass); ``t`` a scalar or per token."""
+        n = x.shape[0]
+        pair = cfg_pair if n == 2 else (lambda a: a)
+        return dit(x, jnp.broadcast_to(t, (n, *jnp.shape(t))),
+                   constrain_batch(inputs["context"][:n]), clip_fea=pair(inputs.get("clip_fea")),
+                   y=pair(inputs.get("y")), compute_dtype=compute_dtype)
 
 
 Pipeline = WanPipeline

@@ -229,16 +229,23 @@ class Request(wan2_1.Request):
 
 def make_request(task: str, variant: str, prompt: str, *, image=None, last_image=None,
                  size=None, guidance_scale=None, boundary: float | None = None, noise=None,
-                 **options) -> Request:
+                 distill: str | None = None, **options) -> Request:
     """Validate and resolve a generation's options (None: the release's default).
 
     ``guidance_scale``: one number for both A14B experts, or ``(low, high)``. ``size``
     (width, height): the frame size for text-to-video; with an image, the pixel area the
     image's aspect ratio is fitted into (as the authors' ``--size``). ``boundary`` (A14B):
-    the switch, as a fraction of the 1000 training timesteps.
+    the switch, as a fraction of the 1000 training timesteps. ``distill``: a
+    step-distillation preset (``wan2_1.DISTILL``: both experts' guidance 1; LightX2V's A14B
+    switch after step 2 of 4 is where the default boundary puts it, at timesteps 1000, 937.5 |
+    833.3, 625).
     """
     if task not in TASKS:
         raise VidaxError(f"Wan2.2 task must be one of {TASKS}, got {task!r}")
+    options = wan2_1.distilled(distill, {**options, "guidance_scale": guidance_scale})
+    guidance_scale = options.pop("guidance_scale")
+    if distill is not None and not isinstance(guidance_scale, (tuple, list)):
+        guidance_scale = (guidance_scale, guidance_scale) if task != "ti2v" else guidance_scale
     refuse("Wan2.2", last_image=(last_image, "first-last-frame-to-video is Wan2.1's FLF2V"))
     if task == "t2v" and image is not None:
         raise VidaxError("a text-to-video release takes no image (--image); use i2v-a14b or "
@@ -411,7 +418,7 @@ class Wan22Pipeline(wan2_1.WanPipeline):
         tokens = run.extra.get("tokens")
         timestep = jnp.float32(t) if tokens is None else self._place(tokens * np.float32(t))
         scale = request.guidance_scale_high if name == HIGH else request.guidance_scale
-        return self.experts.params(name), timestep, {"guidance_scale": jnp.float32(scale)}
+        return self.experts.params(name), timestep, {"guidance_scale": wan2_1.one_pass_or(scale)}
 
     @staticmethod
     def after_step(latents, inputs):

@@ -70,7 +70,8 @@ from vidax.schedulers.flow_dpm import (
     FlowDPMSolverMultistepScheduler,
     get_sampling_sigmas,
 )
-from vidax.schedulers.flow_euler import FlowMatchEulerScheduler, flow_match_schedule
+from vidax.schedulers.flow_euler import (FlowMatchEulerScheduler, flow_match_schedule,
+                                         step_distill_scheduler, step_distill_sigmas)
 from vidax.schedulers.flow_unipc import (
     FlowUniPCMultistepScheduler,
     KarrasFlowUniPCScheduler,
@@ -80,10 +81,12 @@ from vidax.schedulers.flow_unipc import (
 )
 from vidax.schedulers.rectified_flow import RectifiedFlowScheduler, RectifiedFlowSteps
 
-#: The authors' ``--sample_solver`` names.
+#: The authors' ``--sample_solver`` names, and LightX2V's step-distillation Euler
+#: (``lightx2v``: the sampler of the step-distillation LoRAs, docs/lora.md).
 SAMPLE_SOLVERS = {
     "unipc": FlowUniPCMultistepScheduler,
     "dpm++": FlowDPMSolverMultistepScheduler,
+    "lightx2v": step_distill_scheduler,
 }
 
 __all__ = [
@@ -104,4 +107,6 @@ __all__ = [
     "get_sampling_sigmas",
     "karras_flow_sigmas",
     "shift_sigmas",
+    "step_distill_scheduler",
+    "step_distill_sigmas",
 ]

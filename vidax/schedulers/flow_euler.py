@@ -39,10 +39,32 @@ def flow_match_schedule(num_inference_steps: int, shift: float,
     return timesteps, np.concatenate([sigmas, np.zeros(1, np.float32)])
 
 
+def step_distill_sigmas(num_inference_steps: int, shift: float) -> np.ndarray:
+    """float32 sigmas ``[N + 1]`` (the last 0) of LightX2V's step-distillation sampler
+    (ModelTC/LightX2V @ f8aee98, ``lightx2v/models/schedulers/wan/step_distill/
+    scheduler.py`` ``WanStepDistillScheduler``): the 1000 training sigmas ``1 - i / 1000``,
+    shifted by ``s sigma / (1 + (s - 1) sigma)``, taken at the ``denoising_step_list``
+    timesteps ``t`` (index ``1000 - t``). Its configs
+    (``configs/distill/wan21/wan_t2v_distill_lora_4step_cfg.json`` and the Wan2.2 ones) give
+    4 steps ``[1000, 750, 500, 250]`` with shift 5; ``N`` steps here are ``1000 (1 - k / N)``,
+    the same list at N = 4. Each step is then Euler's ``x + (sigma' - sigma) v``."""
+    check_steps("step-distill", num_inference_steps, shift, 1, None)
+    n = int(num_inference_steps)
+    full = np.linspace(1.0, 0.0, 1001)[:-1]
+    full = shift * full / (1 + (shift - 1) * full)
+    steps = [1000 - (1000 * k) // n for k in range(n)]
+    return np.asarray([*full[[1000 - t for t in steps]], 0.0], np.float32)
+
+
 class EulerState(NamedTuple):
     """The state: the float32 sigmas ``[N + 1]`` (Euler carries nothing between steps)."""
 
     sigmas: jax.Array
+
+
+def step_distill_scheduler(num_inference_steps: int, shift: float = 5.0):
+    """Euler over :func:`step_distill_sigmas` (the ``lightx2v`` sample solver)."""
+    return FlowMatchEulerScheduler.from_sigmas(step_distill_sigmas(num_inference_steps, shift))
 
 
 class FlowMatchEulerScheduler:
