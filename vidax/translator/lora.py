@@ -313,6 +313,9 @@ def _peft_alpha(file: LoraFile) -> None:
         raise LoraError(f"{file.path}: the header's lora_adapter_metadata is not JSON ({e})") \
             from e
     meta = meta.get("transformer", meta) if isinstance(meta, dict) else {}
+    if any(k.startswith("transformer.") for k in meta):    # diffusers' pipelines save it flat
+        meta = {k.removeprefix("transformer."): v for k, v in meta.items()
+                if k.startswith("transformer.")}          # (diffusers 0.42.1 lora_base.py)
     if meta.get("alpha_pattern") or meta.get("rank_pattern"):
         raise LoraError(f"{file.path}: per-module alpha_pattern / rank_pattern in "
                         f"lora_adapter_metadata are not read yet (nothing was applied)")
@@ -380,9 +383,12 @@ def plan_lora(file: LoraFile, layouts: Mapping[str, Mapper], params: Mapping[str
         attempt = _try_layout(file, layout, mapper, params, vocab | _segments(params))
         if not attempt[1]:
             return attempt[0]
-        if best is None or len(attempt[1]) < len(best[1]):
-            best = (layout, attempt[1], attempt[2])
-    layout, problems, total = best
+        # the closest layout: fewest problems, then the fewest keys it has no parameter for
+        # (a shape mismatch under the right names says more than names of another layout)
+        score = (len(attempt[1]), sum("does not have" in p for p in attempt[1]))
+        if best is None or score < best[3]:
+            best = (layout, attempt[1], attempt[2], score)
+    layout, problems, total, _ = best
     raise LoraError(
         f"{file.path} does not fit {what} (nothing was applied): under its best layout "
         f"({layout}), {len(problems)} of {total} changed weight(s) find no parameter of their "
