@@ -31,7 +31,7 @@ from tests.models.wan2_1.test_wan2_1_dit import (_authors_image_model_state, _di
 from tests.parity import REL_TOL, assert_fails, assert_parity
 from vidax.errors import VidaxError
 from vidax.models.wan2_1.dit import WanDiTConfig
-from vidax.translator.lora import LoraError
+from vidax.translator.lora import LoraError, read_lora
 
 jax.config.update("jax_default_matmul_precision", "highest")
 pytestmark = pytest.mark.filterwarnings("ignore:CUDA is not available:UserWarning")
@@ -269,3 +269,46 @@ def test_full_deltas_land_where_the_authors_weights_do(case, tmp_path, record_pr
     assert _effect(ref, base) > 100 * REL_TOL
     assert_parity("wan_full_deltas", out, ref, record_property)
     assert_fails("wan_full_deltas_negative", base, ref, record_property)
+
+
+def test_lycoris_loha_and_lokr_equal_lycoris_deltas(case, tmp_path, record_property):
+    """LyCORIS LoHa and LoKr files (``hada_*`` / ``lokr_*`` keys, alpha): the model with them
+    equals the checkpoint with the deltas of lycoris-lora's own ``functional.loha`` /
+    ``functional.lokr.diff_weight`` added by hand."""
+    import safetensors.torch
+    import torch
+    from lycoris.functional import loha, lokr
+
+    cfg, state, path, _, inputs, base = case
+    g = torch.Generator().manual_seed(13)
+    rnd = lambda *shape: torch.randn(*shape, generator=g) * 0.3  # noqa: E731
+    lora, edited, strength = {}, dict(state), 0.9
+    for module in ("blocks.0.ffn.0", "blocks.1.self_attn.o"):        # LoHa, rank 3, alpha 6
+        out, inp = state[f"{module}.weight"].shape
+        w1a, w1b, w2a, w2b = rnd(out, 3), rnd(3, inp), rnd(out, 3), rnd(3, inp)
+        lora.update({f"diffusion_model.{module}.hada_w1_a": w1a,
+                     f"diffusion_model.{module}.hada_w1_b": w1b,
+                     f"diffusion_model.{module}.hada_w2_a": w2a,
+                     f"diffusion_model.{module}.hada_w2_b": w2b,
+                     f"diffusion_model.{module}.alpha": torch.tensor(6.0)})
+        delta = loha.diff_weight(w1b, w1a, w2b, w2a, None, None, gamma=6.0 / 3)
+        edited[f"{module}.weight"] = state[f"{module}.weight"] + strength * delta
+    for module in ("blocks.1.ffn.2", "blocks.0.cross_attn.k"):        # LoKr, w2 low-rank
+        out, inp = state[f"{module}.weight"].shape
+        w1, w2a, w2b = rnd(4, 2), rnd(out // 4, 2), rnd(2, inp // 2)
+        lora.update({f"diffusion_model.{module}.lokr_w1": w1,
+                     f"diffusion_model.{module}.lokr_w2_a": w2a,
+                     f"diffusion_model.{module}.lokr_w2_b": w2b,
+                     f"diffusion_model.{module}.alpha": torch.tensor(1.0)})
+        delta = lokr.diff_weight(w1, None, None, None, w2a, w2b, None, gamma=1.0)
+        edited[f"{module}.weight"] = state[f"{module}.weight"] + strength * delta
+    lora_path, edited_path = tmp_path / "lycoris.safetensors", tmp_path / "edited.safetensors"
+    safetensors.torch.save_file(lora, lora_path)
+    safetensors.torch.save_file({k: v.contiguous() for k, v in edited.items()}, edited_path)
+    ref = _run(vidax.load("wan2_1", "dit", edited_path, config=cfg), inputs)
+    out = _run(vidax.load("wan2_1", "dit", path, config=cfg, loras=[(lora_path, strength)]),
+               inputs)
+    assert _effect(ref, base) > 100 * REL_TOL
+    assert_parity("wan_lycoris", out, ref, record_property)
+    assert_fails("wan_lycoris_ignored", base, ref, record_property)
+    assert read_lora(lora_path).form == "lycoris"
