@@ -174,12 +174,13 @@ def _delta(plan: LoraPlan, target, name: str, put) -> LoraDelta:
     arrays, pieces = [], []
     for source in target.sources:
         module = plan.module_of[source.key]
-        full = tuple(file.changes(module, plan.names[module.name])[source.key])
+        full = tuple(file.changes(module, plan.names[module.name],
+                                  module.name in plan.bare)[source.key])
         index = source.index(len(full))
         part = tuple(full) if index is None else tuple(
             len(range(*sl.indices(n))) for sl, n in zip(index, full))
         role = ("diff_b" if source.key.endswith(".bias") else
-                "diff_m" if source.key.endswith("modulation") else
+                "diff_m" if "diff_m" in module.keys and source.key.endswith("modulation") else
                 "diff" if "diff" in module.keys else None)
         if role is not None:
             data = file.array(module.keys[role])

@@ -241,15 +241,16 @@ def test_lora_spec_parsing(tmp_path):
 
 
 def test_full_deltas_land_where_the_authors_weights_do(case, tmp_path, record_property):
-    """``diff`` / ``diff_b`` / ``diff_m`` (LightX2V's modulation deltas, and norm deltas,
-    which diffusers drops): the model with the LoRA equals the checkpoint with each delta
-    added to its tensor by hand (the oracle: the authors' key names, no vidax mapping)."""
+    """``diff`` / ``diff_b`` / ``diff_m`` (LightX2V's modulation deltas; a ``diff`` on the free
+    ``head.modulation`` tensor itself; norm deltas -- all of which diffusers drops): the model
+    with the LoRA equals the checkpoint with each delta added to its tensor by hand (the
+    oracle: the authors' key names, no vidax mapping)."""
     import safetensors.torch
     import torch
 
     cfg, state, path, _, inputs, base = case
     g = torch.Generator().manual_seed(9)
-    deltas = {"blocks.0.modulation": "blocks.0.diff_m", "head.modulation": "head.diff_m",
+    deltas = {"blocks.0.modulation": "blocks.0.diff_m", "head.modulation": "head.modulation.diff",
               "blocks.1.norm3.weight": "blocks.1.norm3.diff",
               "blocks.1.norm3.bias": "blocks.1.norm3.diff_b",
               "blocks.0.self_attn.norm_q.weight": "blocks.0.self_attn.norm_q.diff",

@@ -123,7 +123,9 @@ class LoraFile:
         return np.asarray(ref.read_view() if hasattr(ref, "read_view") else ref)
 
     def rank(self, module: LoraModule) -> int | None:
-        for role in ("down", "hada_w1_b", "lokr_w1_b", "lokr_w2_b"):
+        # LoKr: w2_b's rank where both factors are low-rank, as ComfyUI reads it
+        # (comfy/weight_adapter/lokr.py; LyCORIS' functional.lokr takes w1's then)
+        for role in ("down", "hada_w1_b", "lokr_w2_b", "lokr_w1_b"):
             if role in module.keys:
                 return int(self.tensors[module.keys[role]].shape[0])
         return None
@@ -150,9 +152,12 @@ class LoraFile:
         return sorted(vals)
 
     # what each module changes, as checkpoint keys -------------------------------------
-    def changes(self, module: LoraModule, name: str | None = None) -> dict[str, tuple[int, ...]]:
+    def changes(self, module: LoraModule, name: str | None = None,
+                bare: bool = False) -> dict[str, tuple[int, ...]]:
         """Checkpoint key -> the shape of the weight it changes, for this module (its name
-        resolved to ``name``)."""
+        resolved to ``name``). ``bare``: its ``diff`` changes the tensor ``name`` itself (a free
+        parameter such as Wan's ``head.modulation``; ComfyUI's key map takes such names
+        whole), not ``name.weight``."""
         name = name or module.name
         shape = lambda role: tuple(self.tensors[module.keys[role]].shape)  # noqa: E731
         out: dict[str, tuple[int, ...]] = {}
@@ -167,7 +172,7 @@ class LoraFile:
             w2 = (self._lokr_shape(module, "lokr_w2"))
             out[f"{name}.weight"] = (w1[0] * w2[0], w1[1] * w2[1])
         if "diff" in module.keys:
-            out[f"{name}.weight"] = shape("diff")
+            out[name if bare else f"{name}.weight"] = shape("diff")
         if "diff_b" in module.keys:
             out[f"{name}.bias"] = shape("diff_b")
         if "diff_m" in module.keys:      # Wan's free modulation parameter (LightX2V)
@@ -342,6 +347,7 @@ class LoraPlan:
     targets: dict[str, Target]
     module_of: dict[str, LoraModule]     # checkpoint key -> its module
     names: dict[str, str]                # module name as stored -> resolved name
+    bare: set[str] = field(default_factory=set)   # modules whose diff is the tensor itself
 
     @property
     def num_tensors(self) -> int:
@@ -402,6 +408,7 @@ def _try_layout(file: LoraFile, layout: str, mapper: Mapper, params: Mapping[str
                 vocab: set[str]):
     problems: list[str] = []
     names: dict[str, str] = {}
+    bare: set[str] = set()
     probes: dict[str, _Probe] = {}
     module_of: dict[str, LoraModule] = {}
     for module in file.modules.values():
@@ -412,7 +419,11 @@ def _try_layout(file: LoraFile, layout: str, mapper: Mapper, params: Mapping[str
                 problems.append(f"{module.name} (underscored) names no module of this layout")
                 continue
         names[module.name] = name
-        for key, shape in file.changes(module, name).items():
+        if module.kind == "diff" and "diff" in module.keys and not _lands(
+                file, module, name, mapper, params) and _lands(file, module, name, mapper,
+                                                                params, bare=True):
+            bare.add(module.name)
+        for key, shape in file.changes(module, name, module.name in bare).items():
             probes[key] = _Probe(shape)
             module_of[key] = module
     total = len(probes) + len(problems)
@@ -433,23 +444,28 @@ def _try_layout(file: LoraFile, layout: str, mapper: Mapper, params: Mapping[str
         problems.append(f"{key} changes a tensor this model does not load ({reason})")
     if problems:
         return None, problems, total
-    return LoraPlan(file, layout, plan.targets, module_of, names), [], total
+    return LoraPlan(file, layout, plan.targets, module_of, names, bare), [], total
 
 
 def _resolve(file: LoraFile, module: LoraModule, mapper: Mapper, params, vocab) -> str | None:
     """The dotted name of an underscored module: the candidate whose change lands on a
     parameter of its shape."""
     for name in _dotted(module.name, vocab):
-        changes = file.changes(module, name)
-        try:
-            plan = mapper.plan({k: _Probe(s) for k, s in changes.items()})
-        except VidaxError:
-            continue
-        if plan.targets and not plan.ignored and all(
-                p in params and tuple(params[p]) == tuple(t.shape)
-                for p, t in plan.targets.items()):
+        if _lands(file, module, name, mapper, params) or _lands(file, module, name, mapper,
+                                                                params, bare=True):
             return name
     return None
+
+
+def _lands(file: LoraFile, module: LoraModule, name: str, mapper: Mapper, params,
+           bare: bool = False) -> bool:
+    """Whether every change of ``module`` (named ``name``) lands on a parameter of its shape."""
+    try:
+        plan = mapper.plan({k: _Probe(s) for k, s in file.changes(module, name, bare).items()})
+    except VidaxError:
+        return False
+    return bool(plan.targets) and not plan.ignored and all(
+        p in params and tuple(params[p]) == tuple(t.shape) for p, t in plan.targets.items())
 
 
 # ----------------------------------------------------------------------------- identifying
