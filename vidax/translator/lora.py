@@ -506,7 +506,8 @@ def identify_lora(file: LoraFile) -> list[Fit]:
         names = {k: spec.shape for k, spec in m.tensors.items()}
         under = {k.replace(".", "_"): s for k, s in names.items()}
         matched = sum(1 for (k, underscored), shape in changes.items()
-                      if (under if underscored else names).get(k) == tuple(shape))
+                      if (under.get(k.replace(".", "_")) if underscored else names.get(k))
+                      == tuple(shape))
         if matched:
             fits.append(Fit(m, matched, len(changes)))
     if not fits:
