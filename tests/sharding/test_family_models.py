@@ -2,8 +2,8 @@
 the Wan2.2 TI2V-5B DiT (per-token timesteps), the Cosmos-Predict2.5 DiT, the CogVideoX DiT (5b
 kind: RoPE), the Cosmos3 DiT (Nano kind), the HunyuanVideo 1.0 and 1.5 DiTs (masked text), the
 LTX-2 DiT (video and audio streams) and the Reason1 and Gemma text encoders give the
-single-device output under dp, fsdp, tp, sp and mixed meshes, with their parameters placed by
-their partition rules.
+single-device output on meshes that split every axis (dp, fsdp, tp, sp: ``sp=8`` and two mixed
+meshes, see MESHES), with their parameters placed by their partition rules.
 
 Bound as in test_sharded_dit.py: float32 "highest", max |sharded - single| <= 1e-4 x std.
 On ``sp=8`` the masked models' compiled programs are also checked to be Ulysses
@@ -42,9 +42,18 @@ from tests.sharding.test_masked_sp import assert_ulysses
 jax.config.update("jax_default_matmul_precision", "highest")
 REL_TOL = 1e-4
 # The fast lane runs the mixed fsdp x sp x tp mesh (every axis that splits weights or tokens
-# at once) for the cheaper models; CI (``-m slow``) runs every mesh for every model.
+# at once) for the cheaper models; CI (``-m slow``) runs every mesh below for every model.
+# Every axis splits here: dp beside fsdp and tp (the batch over dp), fsdp beside sp and tp
+# (the batch over fsdp, sp's heads inside tp's), sp alone at 8 (one head a device, the batch
+# whole). Not here: the single-axis ``dp=2`` (dp x fsdp=4), ``fsdp=8`` and ``tp=8`` meshes.
+# Their batch layouts are those above, and on them the models' code is that of
+# ``dp=2,fsdp=2,tp=2`` (only sp > 1 changes it: vidax.nn.attention's shard_map), so they add
+# XLA's partitioner at other sizes only; tests/sharding/test_sharded_dit.py runs each axis
+# alone (the Wan2.1 DiT), test_mesh_and_rules.py the rules' specs at fsdp=8 / tp=8 (and a
+# split that does not divide, replicated) and test_rules_split_the_ltx_attention_by_heads
+# below the LTX-Video attention on tp=8.
 SLOW_MESHES = [pytest.param(spec, marks=pytest.mark.slow) for spec in
-               ("dp=2", "fsdp=8", "tp=8,fsdp=1", "sp=8,fsdp=1", "dp=2,fsdp=2,tp=2")]
+               ("sp=8,fsdp=1", "dp=2,fsdp=2,tp=2")]
 MESHES = SLOW_MESHES + ["fsdp=2,sp=2,tp=2"]
 #: HunyuanVideo 1.0 / 1.5, LTX-2 and Gemma: 5-30 s a mesh here, so CI only.
 CI_MESHES = SLOW_MESHES + [pytest.param("fsdp=2,sp=2,tp=2", marks=pytest.mark.slow)]
@@ -188,7 +197,7 @@ def test_cogvideox_dit_on_a_mesh(cogvideox, spec):
 # ----------------------------------------------------------------------------- Cosmos3
 @pytest.fixture(scope="module")
 def cosmos3():
-    # 8 query and 8 key/value heads of 16: tp=8 splits both pathways by whole heads
+    # 8 query and 8 key/value heads of 16: sp=8 (Ulysses) splits both pathways by whole heads
     cfg = dataclasses.replace(Cosmos3DiTConfig.tiny("nano"), hidden_size=128,
                               num_attention_heads=8, num_key_value_heads=8)
     rng = np.random.default_rng(0)
