@@ -111,3 +111,17 @@ def test_expert_marks_need_two_experts():
     release = types.SimpleNamespace(specs={"dit": spec}, configs={})
     with pytest.raises(VidaxError, match="one DiT"):
         vidax.lora.for_release(release, ["x.safetensors@high"])
+
+
+def test_guidance_one_runs_one_pass_equal_to_the_guided_pair(case, record_property):
+    """At guidance 1 the step runs the DiT once, on the prompt alone: equal to the guided
+    ``[cond, uncond]`` pair at a scale a float32 ulp above 1 (two passes)."""
+    release, _, _ = case
+    one, pipe = _video(release.folder)
+    run = pipe.prepare(pipe.resolve(pipe._request(PROMPT, None, dict(
+        frames=FRAMES, size=A14B_SIZE, seed=3, distill="lightx2v")), None))
+    assert run.inputs["guidance_scale"] is None
+    above = float(np.nextafter(np.float32(1), np.float32(2)))
+    two = np.asarray(pipe.sample(PROMPT, frames=FRAMES, size=A14B_SIZE, seed=3,
+                                 distill="lightx2v", guidance_scale=(above, above)), np.float32)
+    assert_parity("wan22_one_pass", one, two, record_property)
