@@ -216,11 +216,15 @@ def _delta(plan: LoraPlan, target, name: str, put) -> LoraDelta:
 
 
 def _placer(value):
-    """Where a parameter's LoRA arrays go: replicated over its mesh, or onto its device."""
-    sharding = getattr(value, "sharding", None)
-    if isinstance(value, QArray):
-        sharding = getattr(value.data, "sharding", None)
-    if isinstance(sharding, jax.sharding.NamedSharding):
+    """Where a parameter's LoRA arrays go: replicated over its mesh, or onto its device --
+    committed there only where the parameter is (``vidax.load`` without a mesh leaves arrays
+    uncommitted; a committed delta would make the merged weight committed, and jit would
+    compile the model again for it)."""
+    data = value.data if isinstance(value, QArray) else value
+    sharding = getattr(data, "sharding", None)
+    if not getattr(data, "committed", True):
+        sharding = None
+    elif isinstance(sharding, jax.sharding.NamedSharding):
         sharding = jax.sharding.NamedSharding(sharding.mesh, jax.sharding.PartitionSpec())
     elif sharding is not None:
         sharding = jax.sharding.SingleDeviceSharding(next(iter(sharding.device_set)))
@@ -332,8 +336,8 @@ def set_strengths(model: nnx.Module, strengths: Mapping[str, float]) -> int:
         for i, n in enumerate(value.names):
             if n in strengths:
                 now[i] = float(strengths[n])
-        var.set_value(LoraArray(value.base, value.deltas,
-                                jax.device_put(now, value.strengths.sharding)))
+        keep = value.strengths.sharding if value.strengths.committed else None
+        var.set_value(LoraArray(value.base, value.deltas, jax.device_put(now, keep)))
         changed += 1
     return changed
 
