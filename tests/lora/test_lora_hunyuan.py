@@ -11,11 +11,11 @@ one random authors'-layout state dict, loaded by vidax from the file and by diff
   ``linear1`` up factor into q / k / v / MLP rows, the down factor shared -- then
   ``load_lora_adapter(prefix="transformer")`` + ``fuse_lora(lora_scale=S)``. That converter
   hard-codes the release width 3072 for ``linear1``; as in the DiT test, the same code object
-  runs with that one constant replaced by the tiny width (:func:`_tiny_width`). Left out of
-  this LoRA: the token refiner's ``self_attn_qkv`` and ``final_layer.adaLN_modulation.1``,
-  where that converter chunks the *down* factor too (``remap_txt_in_`` / ``remap_norm_scale_
-  shift_`` apply to ``lora_A`` as to ``lora_B``), which cannot be right for rank 4; and alpha
-  and ``diff_b``, which it does not read.
+  runs with that one constant replaced by the tiny width (the DiT test's ``with_width``).
+  Left out of this LoRA: the token refiner's ``self_attn_qkv`` and
+  ``final_layer.adaLN_modulation.1``, where that converter chunks the *down* factor too
+  (``remap_txt_in_`` / ``remap_norm_scale_shift_`` apply to ``lora_A`` as to ``lora_B``),
+  which cannot be right for rank 4; and alpha and ``diff_b``, which it does not read.
 * the forms diffusers does not convert (musubi/kohya ``lora_unet_*`` with ``alpha``; ComfyUI's
   own names, layout ``comfyui``, with ``diff_b``), covering also the refiner ``self_attn_qkv``
   and the final modulation: reference = the DiT test's reference path (diffusers' converter +
@@ -39,7 +39,6 @@ fused ``img_attn_qkv`` up factor swapped (1.0), the LoRA's strength taken as 1 (
 
 from __future__ import annotations
 
-import types
 from unittest import mock
 
 import jax
@@ -97,26 +96,6 @@ def _save(tensors: dict, path):
 
     safetensors.torch.save_file({k: v.contiguous() for k, v in tensors.items()}, path)
     return path
-
-
-def _tiny_width(fn, hidden: int):
-    """``fn`` (diffusers' 1.0 LoRA converter) with its hard-coded width 3072 replaced."""
-    replaced = []
-
-    def patch(code):
-        consts = []
-        for c in code.co_consts:
-            if isinstance(c, types.CodeType):
-                c = patch(c)
-            elif type(c) is int and c == hv.RELEASE_WIDTH:
-                replaced.append(code.co_name)
-                c = hidden
-            consts.append(c)
-        return code.replace(co_consts=tuple(consts))
-
-    out = types.FunctionType(patch(fn.__code__), fn.__globals__, fn.__name__)
-    assert replaced == ["remap_single_transformer_blocks_"], replaced
-    return out
 
 
 def _committed(model):
@@ -192,7 +171,7 @@ def hv10(tmp_path_factory):
     q, k, v = authors[key].split(cfg.hidden_size)
     bad[key] = torch.cat([k, q, v])
     bad_lora = _save(bad, root / "hv_swapped.safetensors")
-    converter = _tiny_width(lora_pipeline._convert_hunyuan_video_lora_to_diffusers,
+    converter = hv.with_width(lora_pipeline._convert_hunyuan_video_lora_to_diffusers,
                             cfg.hidden_size)
     with mock.patch.object(lora_pipeline, "_convert_hunyuan_video_lora_to_diffusers", converter):
         sd = lora_pipeline.HunyuanVideoLoraLoaderMixin.lora_state_dict(str(lora))
@@ -231,13 +210,17 @@ def hv10(tmp_path_factory):
                 bad_lora=bad_lora, refs=refs, files=files)
 
 
+def _matches(c, model_type: str, name: str, record_property) -> None:
+    """Merged and live against the reference, and against each other."""
+    _effect(c["ref"], c["base"], name)
+    merged, live = _vidax_pair(c["load"], c["run"], model_type, c["lora"])
+    assert_parity(f"{name}_merged", merged, c["ref"], record_property)
+    assert_parity(f"{name}_live", live, c["ref"], record_property)
+    assert_parity(f"{name}_live_vs_merged", live, merged, record_property)
+
+
 def test_hunyuan_video_lora_matches_diffusers(hv10, record_property):
-    c = hv10
-    _effect(c["ref"], c["base"], "hv_lora")
-    merged, live = _vidax_pair(c["load"], c["run"], "hunyuan_video", c["lora"])
-    assert_parity("hv_lora_merged", merged, c["ref"], record_property)
-    assert_parity("hv_lora_live", live, c["ref"], record_property)
-    assert_parity("hv_lora_live_vs_merged", live, merged, record_property)
+    _matches(hv10, "hunyuan_video", "hv_lora", record_property)
 
 
 def test_hunyuan_video_lora_negative_control(hv10, record_property):
@@ -301,11 +284,7 @@ def hy15(tmp_path_factory):
 
 def test_hunyuan_video1_5_lora_matches_diffusers(hy15, record_property):
     c = hy15
-    _effect(c["ref"], c["base"], "hy15_lora")
-    merged, live = _vidax_pair(c["load"], c["run"], "hunyuan_video1_5", c["lora"])
-    assert_parity("hy15_lora_merged", merged, c["ref"], record_property)
-    assert_parity("hy15_lora_live", live, c["ref"], record_property)
-    assert_parity("hy15_lora_live_vs_merged", live, merged, record_property)
+    _matches(c, "hunyuan_video1_5", "hy15_lora", record_property)
     model = c["load"]()    # negative control: the strength ignored (taken as 1)
     vidax.lora.apply(model, "hunyuan_video1_5", "dit", [str(c["lora"])])
     assert_fails("hy15_lora_negative", c["run"](model), c["ref"], record_property)

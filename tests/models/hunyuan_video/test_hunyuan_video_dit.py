@@ -130,7 +130,13 @@ def diffusers_converter(hidden: int):
     single-block width 3072 replaced by ``hidden`` (the same code object otherwise)."""
     from diffusers.loaders import single_file_utils
 
-    fn = single_file_utils.convert_hunyuan_video_transformer_to_diffusers
+    return with_width(single_file_utils.convert_hunyuan_video_transformer_to_diffusers, hidden)
+
+
+def with_width(fn, hidden: int):
+    """``fn`` (one of diffusers' HunyuanVideo converters: the checkpoint's, the LoRA's) with its
+    hard-coded single-block width 3072 replaced by ``hidden`` in
+    ``remap_single_transformer_blocks_``, the same code object otherwise."""
     replaced = []
 
     def patch(code: types.CodeType) -> types.CodeType:
