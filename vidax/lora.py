@@ -132,6 +132,13 @@ class Prepared:
     specs: list[LoraSpec]
     plans: list[LoraPlan]
 
+    def close(self) -> None:
+        """Close the LoRA files (their arrays already placed stay valid)."""
+        for plan in self.plans:
+            close = getattr(plan.file.tensors, "close", None)
+            if close is not None:
+                close()
+
     def summary(self) -> list[str]:
         return [f"{s.name}: {p.file.form}, layout {p.layout}, rank {_join(p.file.ranks())}, "
                 f"alpha {_join(p.file.alphas()) or '-'}, {p.num_tensors} tensors -> "
@@ -154,12 +161,20 @@ def prepare(loras, model_type: str, component: str, params: Mapping[str, tuple],
     layouts = layouts_for(model_type, component)
     if specs and not layouts:
         raise LoraError(f"{model_type} {component}: vidax registers no layout to map a LoRA")
-    plans = []
-    for spec in specs:
-        file = read_lora(spec.path)
-        plans.append(plan_lora(file, layouts, params, vocab=set(_vocab(model_type)),
-                               what=f"this {model_type} {component}"))
-    return Prepared(specs, plans)
+    prepared = Prepared([], [])
+    try:
+        for spec in specs:
+            file = read_lora(spec.path)
+            prepared.specs.append(spec)
+            prepared.plans.append(plan_lora(file, layouts, params,
+                                            vocab=set(_vocab(model_type)),
+                                            what=f"this {model_type} {component}"))
+    except BaseException:
+        prepared.close()
+        if len(prepared.plans) < len(prepared.specs):     # the file that failed to map
+            getattr(file.tensors, "close", lambda: None)()
+        raise
+    return prepared
 
 
 def _check_mode(mode: str) -> None:
@@ -249,6 +264,13 @@ def apply(model: nnx.Module, model_type: str, component: str, loras, *, mode: st
     _check_mode(mode)
     if prepared is None:
         prepared = prepare(loras, model_type, component, params_of(model), expert=expert)
+    try:
+        return _apply(model, prepared, mode)
+    finally:
+        prepared.close()
+
+
+def _apply(model: nnx.Module, prepared: Prepared, mode: str) -> Applied:
     if not prepared.plans:
         return Applied(mode, [], 0)
     by_path: dict[str, list[tuple[LoraSpec, LoraPlan]]] = {}
@@ -378,6 +400,6 @@ def for_release(release, loras, lora_mode: str = "merge") -> dict[str, object]:
         shapes = {n: tuple(a.shape) for n, a in _verify.abstract_params(
             spec.model_class(), release.configs[key]).items()}
         mine = [s for s in specs if s.expert in (None, expert_of(key))]
-        prepare(mine, spec.model_type, spec.component, shapes, mode=lora_mode)
+        prepare(mine, spec.model_type, spec.component, shapes, mode=lora_mode).close()
         out[key] = mine
     return out

@@ -210,11 +210,19 @@ def read_lora(path, tensors: Mapping | None = None) -> LoraFile:
     ``Checkpoint`` (or a state dict) of ``path``; default: opened lazily here. Raises
     ``LoraError`` naming the keys for a key of no known form, a module missing a factor, a
     rank mismatch between factors, text-encoder keys, and the forms not read yet."""
-    if tensors is None:
-        from vidax.translator.io import open_checkpoint
+    if tensors is not None:
+        return _read(str(path), tensors)
+    from vidax.translator.io import open_checkpoint
 
-        tensors = open_checkpoint(path)
-    path = str(path)
+    tensors = open_checkpoint(path)
+    try:
+        return _read(str(path), tensors)
+    except BaseException:
+        tensors.close()
+        raise
+
+
+def _read(path: str, tensors: Mapping) -> LoraFile:
     modules: dict[str, LoraModule] = {}
     unknown, text, unsupported = [], [], {}
     prefixes: set[str] = set()
