@@ -10,6 +10,9 @@
 * GGUF Q8_0 kept (``quantized="keep"``): new block scales. Oracle: gguf 0.19's
   ``quants.quantize`` of the merged float weight (ggml's ``quantize_row_q8_0``): bit-equal.
 
+Live adapters on an fp8 base lose nothing: the stored weights are dequantized in the layer and
+the delta added after, equal to the LoRA merged into the dequantized base.
+
 What the re-quantization costs is measured on the output against the same LoRA merged into
 the dequantized base (recorded, and bounded loosely: it is fp8 / Q8_0 rounding of the
 merged weights, the same order as the base's own quantization).
@@ -26,7 +29,7 @@ from flax import nnx
 
 import vidax
 from tests.models.wan2_1.test_wan2_1_dit import _inputs, _run_vidax
-from tests.parity import compare, randomize
+from tests.parity import assert_parity, compare, randomize
 from tests.reference import wan22
 from tests.translator import fp8_fixtures as fx
 from vidax.models.wan2_1.dit import WanDiTConfig
@@ -128,6 +131,11 @@ def test_fp8_merge_equals_ltx_core_fusion(wan, record_property):
     safetensors.torch.save_file(state, floats_path)
     unquantized = np.asarray(_run_vidax(vidax.load("wan2_1", "dit", floats_path, config=cfg),
                                         **inputs))
+    # live on the fp8 base: the stored weights dequantized in the layer, the delta added after
+    live = vidax.load("wan2_1", "dit", path, config=cfg, loras=[(lora_path, strength)],
+                      lora_mode="live")
+    assert isinstance(_kernels(live)[KERNEL[LAYERS[0]]].base, QArray)
+    assert_parity("fp8_live", np.asarray(_run_vidax(live, **inputs)), ref, record_property)
     cost = compare("fp8_requantization_cost", out, ref, record_property)
     own = compare("fp8_base_quantization_error", base, unquantized, record_property)
     compare("lora_effect", base, ref, record_property)
