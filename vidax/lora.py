@@ -141,7 +141,7 @@ class Prepared:
 
     def summary(self) -> list[str]:
         return [f"{s.name}: {p.file.form}, layout {p.layout}, rank {_join(p.file.ranks())}, "
-                f"alpha {_join(p.file.alphas()) or '-'}, {p.num_tensors} tensors -> "
+                f"alpha {_join(p.file.alphas()) or 'none (scale 1)'}, {p.num_tensors} tensors -> "
                 f"{len(p.targets)} parameters, strength {s.strength:g}"
                 for s, p in zip(self.specs, self.plans)]
 
