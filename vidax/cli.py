@@ -339,8 +339,15 @@ def cmd_generate(args) -> int:
                 family.make_request).parameters:
             raise VidaxError(f"--video: {args.model_type} takes no input clip (cosmos2_5's "
                              "and cosmos3's video2world do)")
+        folder_options = {}
+        if args.distilled_lora is not None:   # the release's, seen by make_request too
+            if "distilled_lora" not in inspect.signature(family.inspect_folder).parameters:
+                raise VidaxError(f"--distilled-lora: {args.model_type} has no dev two-stage "
+                                 "pipeline (ltx2_5 has)")
+            folder_options["distilled_lora"] = args.distilled_lora
         release = overrides.inspect(family, args.checkpoint_dir, variant=args.variant,
-                                    components=components, model_type=args.model_type)
+                                    components=components, model_type=args.model_type,
+                                    **folder_options)
         accepts = inspect.signature(family.make_request).parameters
         extra = {"release": release} if "release" in accepts else {}
         if args.no_audio or args.audio_out:
@@ -547,8 +554,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="HunyuanVideo 1.0: true classifier-free guidance with the negative "
                         "prompt beside the embedded --guidance-scale (default 1: off)")
     s.add_argument("--shift", type=float, help="noise schedule shift (default: the release's)")
-    s.add_argument("--sample-solver", choices=["unipc", "dpm++"],
-                   help="Wan: the sampler (default unipc)")
+    s.add_argument("--sample-solver", choices=["unipc", "dpm++", "lightx2v"],
+                   help="Wan: the sampler (default unipc; lightx2v: LightX2V's "
+                        "step-distillation Euler, as --distill lightx2v sets it)")
     s.add_argument("--seed", type=int, default=0, help="seed of JAX's noise (default 0)")
     s.add_argument("--noise", help="initial noise, a .npy file: [C, T, h, w] as the authors "
                                    "draw it, or [T, h, w, C] (h, w: the latent size)")
@@ -588,6 +596,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Wan: the step-distillation LoRAs' sampling (LightX2V's: 4 steps of "
                         "their Euler, shift 5, guidance 1 -- one DiT pass per step); options "
                         "given explicitly win")
+    s.add_argument("--distilled-lora", metavar="FILE[:STRENGTH]", default=None,
+                   help="LTX-2 dev: the distilled LoRA of the two-stage pipeline's stage 2 "
+                        "(strength default 1; default: the release folder's "
+                        "ltx-2*-distilled-lora*.safetensors)")
     s.add_argument("--lora-mode", choices=("merge", "live"), default="merge",
                    help="merge the LoRAs into the weights at load (default), or keep them "
                         "live (unmerged adapters)")

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
+import inspect
 import os
 import textwrap
 from types import ModuleType
@@ -56,7 +57,7 @@ def family(model_type: str) -> ModuleType:
 def pipeline(model_type: str, checkpoint_dir: str | os.PathLike, *, variant: str | None = None,
              mesh=None, precision: str = "bf16", console=None, dit=None, vae=None,
              text_encoder=None, image_encoder=None, quantized: str | None = None,
-             loras=None, lora_mode: str = "merge"):
+             loras=None, lora_mode: str = "merge", **folder_options):
     """The generation pipeline of a release folder (the guides: docs/models/<model_type>.md).
 
     Args:
@@ -82,6 +83,8 @@ def pipeline(model_type: str, checkpoint_dir: str | os.PathLike, *, variant: str
         ``vidax.lora.LoraSpec``; each is mapped onto the DiT before any weight is read.
       lora_mode: ``"merge"`` (into the weights at load) or ``"live"`` (adapters whose
         strengths ``vidax.lora.set_strengths(pipe.dit, {...})`` changes between calls).
+      folder_options: the family's own (its ``inspect_folder``'s keywords), e.g. LTX-2's
+        ``distilled_lora="FILE[:STRENGTH]"`` (the dev two-stage pipeline's stage-2 LoRA).
 
     Every component file is found and verified against its model before any weight is read;
     a missing file, or a file that is not the component it stands for, is one clear error.
@@ -92,10 +95,15 @@ def pipeline(model_type: str, checkpoint_dir: str | os.PathLike, *, variant: str
     from vidax.pipelines import overrides
 
     module = family(model_type)
+    takes = inspect.signature(module.inspect_folder).parameters
+    unknown = sorted(set(folder_options) - set(takes))
+    if unknown:
+        raise VidaxError(f"vidax.pipeline({model_type!r}, ...): no option "
+                         f"{', '.join(unknown)} for this family")
     release = overrides.inspect(module, checkpoint_dir, variant=variant, model_type=model_type,
                                 components={
                                     "dit": dit, "vae": vae, "text_encoder": text_encoder,
-                                    "image_encoder": image_encoder})
+                                    "image_encoder": image_encoder}, **folder_options)
     return module.Pipeline.from_release(release, mesh=mesh, precision=precision,
                                         console=console, quantized=quantized, loras=loras,
                                         lora_mode=lora_mode)

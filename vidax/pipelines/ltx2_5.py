@@ -24,19 +24,27 @@ What the authors' ``ltx-pipelines`` 1.0.0 does (``ti2vid_one_stage.py``, ``disti
   the negative prompt (CFG), the self-attention of ``stg_blocks`` skipped (STG) and the
   audio<->video attention skipped (modality guidance), combined as
   ``c + (cfg - 1)(c - u) + stg (c - p) + (mod - 1)(c - m)`` then rescaled by
-  ``r std(c) / std(pred) + 1 - r``. The dev two-stage pipeline (``TI2VidTwoStagesPipeline``)
-  needs the distilled LoRA for its second stage: not available until LoRA loading lands;
+  ``r std(c) / std(pred) + 1 - r``;
+* **dev two-stage** (``TI2VidTwoStagesPipeline``, ``ti2vid_two_stages.py``): stage 1 as dev
+  at half the size, the upsampler, then stage 2 as the distilled one (``STAGE_2_SIGMAS``,
+  re-noised, positive context only, no guidance) on the dev DiT plus the distilled LoRA
+  (``ltx-2*-distilled-lora*.safetensors`` in the folder, or ``distilled_lora=`` /
+  ``--distilled-lora FILE[:STRENGTH]``, strength default 1). vidax keeps one DiT: the LoRA
+  is live at strength 0 and set to its strength for stage 2 only (the authors build a second
+  transformer with the LoRA fused; ltx-core fuses ``B @ A`` times the strength, no alpha);
 * decoding: the video VAE on the normalised latents (2.5: the diffusion decoder or the conv
   one), the audio VAE to a stereo mel spectrogram, the vocoder to the waveform.
 
 The files: 2.0 / 2.3's single file (DiT, video and audio VAEs, vocoder, text projection; the
 configs in its ``__metadata__``) beside the Gemma 3 folder; 2.5's split files (transformer,
 ``vae/`` video and audio files, ``text_encoders/`` Gemma 4 with projection, tokenizer and
-config). Optional: the latent upsampler (distilled stage 2). Overrides: overrides.py.
+config). Optional: the latent upsampler (stage 2), the distilled LoRA (dev stage 2). Options,
+defaults and the request: ltx2_5_request.py; overrides: overrides.py.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -48,6 +56,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from vidax import lora as _lora
 from vidax import loading, registry
 from vidax.errors import VidaxError
 from vidax.models.ltx2_5.dit import Modality, Perturbations, audio_positions, video_positions
@@ -56,86 +65,34 @@ from vidax.pipelines import base, memory, overrides
 from vidax.pipelines.base import PipelineBase, Run, open_folder
 from vidax.pipelines.image import h264_round_trip, resize_bilinear
 from vidax.pipelines.inputs import load_image, seed_key
+from vidax.pipelines.ltx2_5_request import (  # noqa: F401  (re-exported)
+    AUDIO_LATENTS_PER_SECOND,
+    DEFAULT_NEGATIVE_PROMPT,
+    DISTILLED_SIGMAS,
+    SPATIAL,
+    STAGE_2_SIGMAS,
+    TEMPORAL,
+    VERSIONS,
+    Defaults,
+    Guider,
+    Kind,
+    Request,
+    _guide,
+    _rows,
+    default_guiders,
+    defaults_for,
+)
 from vidax.schedulers.flow_euler import FlowMatchEulerScheduler, ltx2_sigmas
 from vidax.translator.io import open_checkpoint
 
 MODEL_TYPE = "ltx2_5"
 TASKS = ("t2av", "i2av")
-VERSIONS = ("2.0", "2.3", "2.5")
 COMPONENT_OPTIONS = {"dit": "dit", "vae": "vae", "text_encoder": "text_encoder"}  # overrides.py
 VARIANTS = ("2.0-19b-dev", "2.0-19b-distilled", "2.3-22b-dev", "2.3-22b-distilled",
             "2.5-22b-dev", "2.5-22b-distilled")
 TEXT_LEN = 1024                       # ltx-core's LTXVGemmaTokenizer(tokenizer_root, 1024)
-TEMPORAL, SPATIAL = 8, 32             # the video VAE's compression
-AUDIO_LATENTS_PER_SECOND = 16000 / 160 / 4   # AudioLatentShape.from_duration's defaults
-# ltx_pipelines/utils/constants.py (1.0.0); diffusers' pipelines/ltx2/utils.py holds the same.
-DISTILLED_SIGMAS = (1.0, 0.99375, 0.9875, 0.98125, 0.975, 0.909375, 0.725, 0.421875, 0.0)
-STAGE_2_SIGMAS = (0.909375, 0.725, 0.421875, 0.0)
-DEFAULT_NEGATIVE_PROMPT = (
-    "blurry, out of focus, overexposed, underexposed, low contrast, washed out colors, "
-    "excessive noise, grainy texture, poor lighting, flickering, motion blur, distorted "
-    "proportions, unnatural skin tones, deformed facial features, asymmetrical face, missing "
-    "facial features, extra limbs, disfigured hands, wrong hand count, artifacts around text, "
-    "inconsistent perspective, camera shake, incorrect depth of field, background too sharp, "
-    "background clutter, distracting reflections, harsh shadows, inconsistent lighting "
-    "direction, color banding, cartoonish rendering, 3D CGI look, unrealistic materials, "
-    "uncanny valley effect, incorrect ethnicity, wrong gender, exaggerated expressions, wrong "
-    "gaze direction, mismatched lip sync, silent or muted audio, distorted voice, robotic "
-    "voice, echo, background noise, off-sync audio, incorrect dialogue, added dialogue, "
-    "repetitive speech, jittery movement, awkward pauses, incorrect timing, unnatural "
-    "transitions, inconsistent framing, tilted camera, flat lighting, inconsistent tone, "
-    "cinematic oversaturation, stylized filters, or AI artifacts.")
-
-
-# ----------------------------------------------------------------------------- guidance
-@dataclass(frozen=True)
-class Guider:
-    """ltx-core's ``MultiModalGuiderParams`` for one stream (``skip_step`` 0 only)."""
-
-    cfg_scale: float
-    stg_scale: float
-    rescale_scale: float
-    modality_scale: float
-    stg_blocks: tuple[int, ...]
-
-    @property
-    def cfg(self) -> bool:
-        return not math.isclose(self.cfg_scale, 1.0)
-
-    @property
-    def stg(self) -> bool:
-        return not math.isclose(self.stg_scale, 0.0)
-
-    @property
-    def modality(self) -> bool:
-        return not math.isclose(self.modality_scale, 1.0)
-
-
-def default_guiders(version: str) -> tuple[Guider, Guider]:
-    """The authors' dev guidance (``LTX_2_PARAMS`` / ``LTX_2_3_PARAMS``): video, audio. 2.5
-    takes 2.3's (ltx-pipelines 1.0.0 predates it)."""
-    block = (29,) if version == "2.0" else (28,)
-    return (Guider(3.0, 1.0, 0.7, 3.0, block), Guider(7.0, 1.0, 0.7, 3.0, block))
-
-
-# ----------------------------------------------------------------------------- the release
-@dataclass(frozen=True, kw_only=True)
-class Defaults(base.Defaults):
-    """A release's defaults: one-stage 768x512 / two-stage 1536x1024, 121 frames at 24 fps
-    (``PipelineParams``), dev 40 steps (2.0) or 30 (2.3+), distilled the fixed lists."""
-
-    mode: str               # "dev" | "distilled"
-    version: str
-
-
-def defaults_for(variant: str, two_stage: bool = False) -> Defaults:
-    version = variant.split("-")[0] if variant.split("-")[0] in VERSIONS else "2.3"
-    mode = "distilled" if variant.endswith("distilled") else "dev"
-    steps = len(DISTILLED_SIGMAS) - 1 if mode == "distilled" else (40 if version == "2.0" else 30)
-    return Defaults(steps=steps, guidance_scale=3.0 if mode == "dev" else 1.0,
-                    size=(1536, 1024) if two_stage else (768, 512), frames=121, fps=24.0,
-                    negative_prompt=DEFAULT_NEGATIVE_PROMPT if mode == "dev" else "",
-                    mode=mode, version=version)
+# the distilled LoRA of the dev two-stage pipeline (ltx-2-19b-distilled-lora-384, ...)
+DISTILLED_LORA = "ltx-2*-distilled-lora*.safetensors"
 
 
 @dataclass(frozen=True)
@@ -145,10 +102,34 @@ class Release(base.Release):
 
     version: str = "2.3"
     metadata: dict = dataclasses.field(default_factory=dict)
+    distilled_lora: _lora.LoraSpec | None = None     # the dev two-stage pipeline's stage-2 LoRA
 
     @property
     def has_upsampler(self) -> bool:
         return "upsampler" in self.specs
+
+    @property
+    def two_stage_dev(self) -> bool:
+        """A dev release that runs the authors' two stages: the upsampler and the LoRA."""
+        return self.has_upsampler and self.distilled_lora is not None
+
+
+def with_distilled_lora(release: Release, lora) -> Release:
+    """``release`` with its dev two-stage LoRA ``lora`` (a path, ``"FILE[:STRENGTH]"``, a
+    ``(path, strength)`` pair or a :class:`~vidax.lora.LoraSpec`; strength default 1.0, the
+    authors' ``DEFAULT_LORA_STRENGTH``), which must exist; None: unchanged."""
+    if lora is None:
+        return release
+    (spec,) = _lora.as_specs([lora])
+    if release.variant.endswith("distilled"):
+        raise VidaxError(f"--distilled-lora {spec.path}: {release.variant} is a distilled "
+                         "release already; the LoRA refines the dev model's stage 2")
+    if not Path(spec.path).is_file():
+        raise VidaxError(f"--distilled-lora {spec.path}: no such file (the distilled LoRA of "
+                         "the dev two-stage pipeline, ltx-2*-distilled-lora*.safetensors)")
+    if spec.expert is not None:
+        raise VidaxError(f"--distilled-lora {lora}: '@{spec.expert}' picks a Wan2.2 expert")
+    return dataclasses.replace(release, distilled_lora=spec)
 
 
 def _one(folder: Path, patterns, what: str) -> Path | None:
@@ -183,7 +164,7 @@ def _gemma_folder(folder: Path) -> Path | None:
     return None
 
 
-def inspect_folder(folder, variant: str | None = None) -> Release:
+def inspect_folder(folder, variant: str | None = None, distilled_lora=None) -> Release:
     """Every component of an LTX-2.x release folder, without reading a weight.
 
     2.0 / 2.3: ``ltx-2-19b-{dev,distilled}.safetensors`` or ``ltx-2.3-22b-*.safetensors`` (the
@@ -191,12 +172,14 @@ def inspect_folder(folder, variant: str | None = None) -> Release:
     ``gemma-3-12b-it-qat-q4_0-unquantized/``). 2.5: ``ltx-2.5-22b-*-transformer*.safetensors``,
     ``vae/ltx-2.5-video-vae-*.safetensors`` (the diffusion decoder's file and/or the conv
     one), ``vae/ltx-2.5-audio-vae*.safetensors``, ``text_encoders/gemma4-12b-with-proj-ltx-2.5*``.
-    Optional everywhere: ``ltx-2*-spatial-upscaler-*.safetensors`` (distilled stage 2)."""
+    Optional everywhere: ``ltx-2*-spatial-upscaler-*.safetensors`` (stage 2) and, for dev,
+    ``ltx-2*-distilled-lora*.safetensors`` (stage 2's LoRA; ``distilled_lora``: another
+    file, :func:`with_distilled_lora`)."""
     folder = open_folder(folder, "LTX-2", VARIANTS, variant, "ltx-2*.safetensors and Gemma")
     dit_spec = registry.get(MODEL_TYPE, "dit")
     up_patterns = registry.get(MODEL_TYPE, "upsampler").files
     dit_files = [p for p in sorted({p for pat in dit_spec.files for p in folder.glob(pat)})
-                 if not any(p.match(u) for u in up_patterns)]
+                 if not any(p.match(u) for u in (*up_patterns, DISTILLED_LORA))]
     dit_files = [overrides.path_for("dit")] if overrides.given("dit") else dit_files
     if len(dit_files) != 1:
         raise VidaxError(
@@ -278,8 +261,11 @@ def inspect_folder(folder, variant: str | None = None) -> Release:
     size = {"2.0": "19b", "2.3": "22b", "2.5": "22b"}[version]
     variant = variant or f"{version}-{size}-{mode}"
     _check_text_encoder(version, metadata, files, dit_file)
-    return Release(folder, "t2av", variant, defaults_for(variant, up is not None), configs,
-                   files, specs, version=version, metadata=metadata)
+    release = Release(folder, "t2av", variant, defaults_for(variant, up is not None), configs,
+                      files, specs, version=version, metadata=metadata)
+    if distilled_lora is None and not variant.endswith("distilled"):
+        distilled_lora = _one(folder, [DISTILLED_LORA], "distilled LoRA")
+    return with_distilled_lora(release, distilled_lora)
 
 
 def _projection_config(configs, metadata: dict, dit_file):
@@ -318,41 +304,6 @@ def _check_text_encoder(version, metadata, files, dit_file) -> None:
                        encoder_file=encoder)
 
 
-# ----------------------------------------------------------------------------- the request
-@dataclass(frozen=True, kw_only=True)
-class Request(base.Request):
-    """An LTX-2 generation: ``mode`` dev / distilled, ``stages`` 1 or 2, the two guiders (dev),
-    the image's ``strength`` and ``crf``, ``audio`` (False: the audio stream is sampled with
-    the video, as the model needs, but not decoded), the 2.5 ``video_decoder``."""
-
-    mode: str = "distilled"
-    stages: int = 1
-    video_guider: Guider | None = None
-    audio_guider: Guider | None = None
-    image_strength: float = 1.0
-    image_crf: int = 33
-    audio: bool = True
-    video_decoder: str = "default"
-    draws: dict | None = None
-
-    @property
-    def latent_shape(self) -> tuple[int, int, int, int]:
-        width, height = self.size
-        return ((self.frames - 1) // TEMPORAL + 1, height // SPATIAL, width // SPATIAL,
-                self.latent_channels)
-
-    def latent_shape_at(self, size) -> tuple[int, int, int, int]:
-        return dataclasses.replace(self, size=tuple(size)).latent_shape
-
-    @property
-    def audio_frames(self) -> int:
-        """``AudioLatentShape.from_video_pixel_shape``: ``round(frames / fps * 25)``."""
-        return round(self.frames / self.fps * AUDIO_LATENTS_PER_SECOND)
-
-    def stage_sizes(self) -> list[tuple[int, int]]:
-        width, height = self.size
-        return [(width // 2, height // 2), (width, height)] if self.stages == 2 else [self.size]
-
 
 def make_request(task: str, variant: str, prompt: str, *, negative_prompt=None, image=None,
                  frames=None, size=None, steps=None, guidance_scale=None, seed: int = 0,
@@ -372,14 +323,16 @@ def make_request(task: str, variant: str, prompt: str, *, negative_prompt=None, 
         raise VidaxError(f"LTX-2 task must be one of {TASKS}, got {task!r}")
     d = defaults_for(variant)
     has_up = release is not None and release.has_upsampler
-    if stages is None:      # the authors' default: distilled runs two stages where it can
-        stages = 2 if d.mode == "distilled" and has_up else 1
+    lora = release is not None and release.distilled_lora is not None
+    if stages is None:      # two stages where the release can (the authors' recommendation)
+        stages = 2 if has_up and (d.mode == "distilled" or lora) else 1
     if stages not in (1, 2):
         raise VidaxError(f"stages must be 1 or 2, got {stages!r}")
-    if stages == 2 and d.mode == "dev":
-        raise VidaxError("the dev two-stage pipeline (TI2VidTwoStagesPipeline) refines with the "
-                         "distilled LoRA, which vidax does not load yet: use stages=1 (the "
-                         "authors' one-stage dev pipeline) or a distilled release")
+    if stages == 2 and d.mode == "dev" and not lora:
+        raise VidaxError("the dev two-stage pipeline (TI2VidTwoStagesPipeline) refines stage 2 "
+                         "with the distilled LoRA: put ltx-2*-distilled-lora*.safetensors in the "
+                         "release folder or pass --distilled-lora FILE[:STRENGTH] "
+                         "(distilled_lora=), or use stages=1 (the one-stage dev pipeline)")
     if stages == 2 and release is not None and not has_up:
         raise VidaxError(f"two stages need the spatial upsampler "
                          f"(ltx-2*-spatial-upscaler-*.safetensors) in {release.folder}")
@@ -436,47 +389,6 @@ def video_tokens(latents: jax.Array) -> jax.Array:
     return latents.reshape(b, t * h * w, c)
 
 
-@jax.tree_util.register_static
-@dataclass(frozen=True)
-class Kind:
-    """A step's static passes: which rows the DiT runs (cond, uncond, STG, modality), the
-    STG blocks, whether each stream rescales."""
-
-    rows: tuple[str, ...]
-    video: Guider | None
-    audio: Guider | None
-    split: int                 # the video token count (audio tokens follow)
-
-
-def _rows(video: Guider | None, audio: Guider | None) -> tuple[str, ...]:
-    if video is None:
-        return ("cond",)
-    rows = ["cond"]
-    if video.cfg or audio.cfg:
-        rows.append("uncond")
-    if video.stg or audio.stg:
-        rows.append("stg")
-    if video.modality or audio.modality:
-        rows.append("modality")
-    return tuple(rows)
-
-
-def _guide(out: dict, g: Guider) -> jax.Array:
-    """``MultiModalGuider.calculate`` on one stream's x0 predictions ``{row: [1, T, C]}``."""
-    cond = out["cond"]
-    pred = cond
-    if g.cfg:
-        pred = pred + (g.cfg_scale - 1) * (cond - out["uncond"])
-    if g.stg:
-        pred = pred + g.stg_scale * (cond - out["stg"])
-    if g.modality:
-        pred = pred + (g.modality_scale - 1) * (cond - out["modality"])
-    if g.rescale_scale != 0:
-        factor = jnp.std(cond, ddof=1) / jnp.std(pred, ddof=1)
-        pred = pred * (g.rescale_scale * factor + (1 - g.rescale_scale))
-    return pred
-
-
 # ----------------------------------------------------------------------------- the pipeline
 @nnx.jit
 def _encode_text(encoder, projection, dit, ids, mask):
@@ -503,6 +415,54 @@ class LTX2Pipeline(PipelineBase):
     vae_conv = None
     audio: np.ndarray | None = None
     sample_rate: int | None = None
+
+    def __init__(self, release: Release, *, distilled_lora=None, **options):
+        """``distilled_lora``: the dev two-stage pipeline's stage-2 LoRA, replacing the
+        release folder's (:func:`with_distilled_lora`)."""
+        super().__init__(with_distilled_lora(release, distilled_lora), **options)
+
+    @classmethod
+    def from_release(cls, release: Release, *, loras=None, lora_mode: str = "merge",
+                     distilled_lora=None, **options) -> LTX2Pipeline:
+        """:meth:`PipelineBase.from_release`; a dev release with the upsampler and the
+        distilled LoRA (``distilled_lora``, else the folder's) gets the LoRA on its one DiT,
+        live at strength 0 (checked against the DiT before any weight is read): stage 1 and
+        a one-stage run are the plain dev model, stage 2 sets the LoRA's strength (the
+        authors' stage-2 ``ModelLedger.with_additional_loras``, without a second DiT)."""
+        release = with_distilled_lora(release, distilled_lora)
+        if release.two_stage_dev:
+            zero = _lora.LoraSpec(release.distilled_lora.path, 0.0)
+            _lora.for_release(release, [zero], "live")
+            if loras and lora_mode == "live":     # one live call for all of the DiT's LoRAs
+                loras = [*_lora.as_specs(loras), zero]
+        return super().from_release(release, loras=loras, lora_mode=lora_mode, **options)
+
+    def adopt(self, key: str, model) -> None:
+        spec = self.release.distilled_lora
+        if key == "dit" and self.release.two_stage_dev and spec.name not in (
+                _lora.live_strengths(model)):
+            applied = _lora.apply(model, MODEL_TYPE, "dit", [_lora.LoraSpec(spec.path, 0.0)],
+                                  mode="live")
+            for line in applied.lines:
+                self._progress.line(f"  dit distilled LoRA (live, stage 2 at strength "
+                                    f"{spec.strength:g}) {line}")
+        super().adopt(key, model)
+
+    @contextlib.contextmanager
+    def _stage_lora(self, request: Request, stage: int):
+        """Dev's stage 2 with the distilled LoRA at its strength, back to 0 after."""
+        if not (stage and request.mode == "dev"):
+            yield
+            return
+        spec = self.release.distilled_lora
+        if spec is None or spec.name not in _lora.live_strengths(self.dit):
+            raise VidaxError("the dev two-stage pipeline's stage 2 needs the distilled LoRA "
+                             "live on the DiT: load with Pipeline.from_release")
+        _lora.set_strengths(self.dit, {spec.name: spec.strength})
+        try:
+            yield
+        finally:
+            _lora.set_strengths(self.dit, {spec.name: 0.0})
 
     def describe(self) -> str:
         return f"LTX-2 {self.variant}"
@@ -596,8 +556,9 @@ class LTX2Pipeline(PipelineBase):
                 if stage:
                     with self._progress.phase("upsampling the latents"):
                         video = self.upsample(video)
-                run = self.prepare_stage(request, stage, size, contexts, video, audio)
-                latents = self.denoise(dataclasses.replace(request, size=size), run)
+                with self._stage_lora(request, stage):
+                    run = self.prepare_stage(request, stage, size, contexts, video, audio)
+                    latents = self.denoise(dataclasses.replace(request, size=size), run)
                 video, audio = self._split(latents, run)
         return np.asarray(video[0]), np.asarray(audio[0])
 
@@ -622,8 +583,8 @@ class LTX2Pipeline(PipelineBase):
         # the audio latent's channels: the audio VAE's z_channels (8 in every release)
         a_channels = int(getattr(self.release.configs.get("audio_vae"), "z_channels", 8))
         tv = t * h * w
-        sigmas = (ltx2_sigmas(request.steps) if request.mode == "dev" else
-                  DISTILLED_SIGMAS if stage == 0 else STAGE_2_SIGMAS)
+        sigmas = (STAGE_2_SIGMAS if stage else   # dev's stage 2 too (TI2VidTwoStagesPipeline)
+                  ltx2_sigmas(request.steps) if request.mode == "dev" else DISTILLED_SIGMAS)
         scale = jnp.float32(1.0 if stage == 0 else sigmas[0])
         v_init = (jnp.zeros((1, tv, c), jnp.float32) if video is None
                   else video_tokens(video).astype(jnp.float32))
@@ -640,7 +601,10 @@ class LTX2Pipeline(PipelineBase):
         noise = jnp.concatenate([self._draw(request, "video", stage, (1, tv, c)),
                                  self._draw(request, "audio", stage, (1, ta, ca))], axis=1)
         latents = noise * (mask * scale) + clean * (1 - mask * scale)
-        rows = _rows(request.video_guider, request.audio_guider)
+        # stage 2 (dev's too): positive context only, no guidance (simple_denoising_func)
+        guiders = (None, None) if stage else (request.video_guider, request.audio_guider)
+        rows = _rows(*guiders)
+        contexts = contexts if "uncond" in rows else contexts[:1]
         keyframes = None
         if self.release.version == "2.5":   # latent frame 0 holds one pixel frame
             keyframes = jnp.asarray((np.arange(tv) < h * w).astype(np.float32)[None])
@@ -652,7 +616,7 @@ class LTX2Pipeline(PipelineBase):
             "a_positions": audio_positions(ta),
             "perturb": self._perturbations(request, rows),
         }
-        kind = Kind(rows, request.video_guider, request.audio_guider, tv)
+        kind = Kind(rows, *guiders, tv)
         return Run(latents, FlowMatchEulerScheduler.from_sigmas(sigmas), inputs,
                    nnx.split(self.dit), f"stage {stage + 1}, {len(sigmas) - 1} steps",
                    {"video_tokens": tv, "shape": shape, "audio_channels": a_channels,

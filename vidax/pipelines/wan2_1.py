@@ -41,7 +41,7 @@ from vidax.pipelines.base import (Defaults, Needed, Part, PipelineBase, Precisio
 from vidax.pipelines.inputs import load_image, read_json_config, to_unit_range, tokenize
 from vidax.pipelines.inputs import noise_array  # noqa: F401  (the tests' name for it)
 from vidax.pipelines.image import center_crop, resize_bicubic
-from vidax.schedulers import SAMPLE_SOLVERS
+from vidax.schedulers import WAN_SOLVERS
 from vidax.sharding import constrain_batch
 
 MODEL_TYPE = "wan2_1"
@@ -292,7 +292,7 @@ def make_request(task: str, variant: str, prompt: str, *, image=None, last_image
         raise VidaxError(f"Wan2.1 task must be one of {TASKS}, got {task!r}")
     options = distilled(distill, options)
     request = Request.resolve(task, defaults_for(variant, task), prompt, size=size,
-                              solvers=SAMPLE_SOLVERS, size_multiple=SIZE_MULTIPLE, **options)
+                              solvers=WAN_SOLVERS, size_multiple=SIZE_MULTIPLE, **options)
     if task == "t2v" and (image is not None or last_image is not None):
         raise VidaxError("a text-to-video release takes no image (--image / --last-image); "
                          "use an i2v or flf2v release")
@@ -393,7 +393,7 @@ class WanPipeline(PipelineBase):
             plural = "s" if request.last_image is not None else ""
             with self._progress.phase(f"encoding the image{plural}"):
                 inputs.update(self.conditions(request))
-        scheduler = SAMPLE_SOLVERS[request.sample_solver](request.steps, request.shift)
+        scheduler = WAN_SOLVERS[request.sample_solver](request.steps, request.shift)
         return Run(self.initial_noise(request), scheduler, inputs,
                    None if self.dit is None else nnx.split(self.dit),
                    f"{request.sample_solver} shift {request.shift:g}, "

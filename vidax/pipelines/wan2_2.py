@@ -39,7 +39,7 @@ from vidax.pipelines.base import Part, Release, find_files, open_folder
 from vidax.pipelines.inputs import load_image, number, read_json_config, refuse, to_unit_range
 from vidax.pipelines.inputs import noise_array  # noqa: F401  (the tests' name for it)
 from vidax.pipelines.wan2_1 import NEGATIVE_PROMPT, TaskDefaults
-from vidax.schedulers import SAMPLE_SOLVERS
+from vidax.schedulers import WAN_SOLVERS
 
 MODEL_TYPE = "wan2_2"
 VARIANTS = ("ti2v-5b", "t2v-a14b", "i2v-a14b")
@@ -266,7 +266,7 @@ def make_request(task: str, variant: str, prompt: str, *, image=None, last_image
     elif boundary is not None:
         raise VidaxError("boundary is for the two-expert A14B releases; TI2V-5B has one DiT")
     request = Request.resolve(
-        task, d, prompt, size=size, guidance_scale=guidance_scale, solvers=SAMPLE_SOLVERS,
+        task, d, prompt, size=size, guidance_scale=guidance_scale, solvers=WAN_SOLVERS,
         latent_channels=TI2V_LATENT_CHANNELS if ti2v else wan2_1.LATENT_CHANNELS,
         vae_stride=TI2V_VAE_STRIDE if ti2v else wan2_1.VAE_STRIDE,
         guidance_scale_high=None if ti2v else high, boundary=None if ti2v else boundary,
@@ -291,7 +291,7 @@ def expert_for(t, boundary: float) -> str:
 
 def expert_schedule(request: Request) -> list[str]:
     """The expert each sampling step of ``request`` runs."""
-    scheduler = SAMPLE_SOLVERS[request.sample_solver](request.steps, request.shift)
+    scheduler = WAN_SOLVERS[request.sample_solver](request.steps, request.shift)
     return [expert_for(t, request.boundary) for t in scheduler.timesteps]
 
 

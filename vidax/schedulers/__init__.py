@@ -81,13 +81,14 @@ from vidax.schedulers.flow_unipc import (
 )
 from vidax.schedulers.rectified_flow import RectifiedFlowScheduler, RectifiedFlowSteps
 
-#: The authors' ``--sample_solver`` names, and LightX2V's step-distillation Euler
-#: (``lightx2v``: the sampler of the step-distillation LoRAs, docs/lora.md).
+#: The authors' ``--sample_solver`` names.
 SAMPLE_SOLVERS = {
     "unipc": FlowUniPCMultistepScheduler,
     "dpm++": FlowDPMSolverMultistepScheduler,
-    "lightx2v": step_distill_scheduler,
 }
+#: What the Wan pipelines sample with: the authors' solvers and LightX2V's step-distillation
+#: Euler (``lightx2v``, the sampler of its step-distillation LoRAs; docs/lora.md).
+WAN_SOLVERS = {**SAMPLE_SOLVERS, "lightx2v": step_distill_scheduler}
 
 __all__ = [
     "SAMPLE_SOLVERS",
@@ -102,6 +103,7 @@ __all__ = [
     "Scheduler",
     "UniPCCoefficients",
     "UniPCState",
+    "WAN_SOLVERS",
     "flow_match_schedule",
     "flow_schedule",
     "get_sampling_sigmas",
