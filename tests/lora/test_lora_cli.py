@@ -56,3 +56,11 @@ def test_generate_refuses_a_bad_lora_before_loading(tmp_path, capsys):
     assert not (tmp_path / "a.mp4").exists()
     assert cli.main([*argv[:-2], "--lora", f"{bad}@high"]) != 0
     assert "one DiT" in capsys.readouterr().err
+
+
+def test_pipeline_refuses_a_folder_option_the_family_lacks(tmp_path):
+    import vidax
+    from vidax.errors import VidaxError
+
+    with pytest.raises(VidaxError, match="no option distilled_lora for this family"):
+        vidax.pipeline("wan2_1", tmp_path, distilled_lora="x.safetensors")
