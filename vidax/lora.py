@@ -146,6 +146,10 @@ class Prepared:
                 for s, p in zip(self.specs, self.plans)]
 
 
+def _join_names(names, n: int = 4) -> str:
+    return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
+
+
 def _join(values) -> str:
     return "/".join(f"{v:g}" for v in values)
 
@@ -254,7 +258,6 @@ class Applied:
     mode: str
     lines: list[str]
     changed: int
-    delta_bytes: int = 0          # live mode: bytes of factors held on the device
 
 
 def apply(model: nnx.Module, model_type: str, component: str, loras, *, mode: str = "merge",
@@ -277,25 +280,23 @@ def _apply(model: nnx.Module, prepared: Prepared, mode: str) -> Applied:
     for spec, plan in zip(prepared.specs, prepared.plans):
         for path in plan.targets:
             by_path.setdefault(path, []).append((spec, plan))
-    held = 0
-    for path, var in nnx.iter_graph(model):
-        name = ".".join(map(str, path))
-        if not isinstance(var, nnx.Param) or name not in by_path:
-            continue
+    changed = [(".".join(map(str, path)), var) for path, var in nnx.iter_graph(model)
+               if isinstance(var, nnx.Param) and ".".join(map(str, path)) in by_path]
+    live = [name for name, var in changed if isinstance(var.get_value(), LoraArray)]
+    if live:                  # refused before any parameter changes
+        raise LoraError(f"{_join_names(live)} already hold live LoRAs; apply all LoRAs in "
+                        f"one call")
+    for name, var in changed:
         value = var.get_value()
-        if isinstance(value, LoraArray):
-            raise LoraError(f"{name} already has live LoRAs ({', '.join(value.names)}); apply "
-                            f"all LoRAs in one call")
         put = _placer(value)
         deltas = tuple(_delta(plan, plan.targets[name], spec.name, put)
                        for spec, plan in by_path[name])
         strengths = jnp.asarray([spec.strength for spec, _ in by_path[name]], jnp.float32)
         if mode == "live":
             var.set_value(LoraArray(value, deltas, put(np.asarray(strengths))))
-            held += sum(d.nbytes for d in deltas)
         else:
             var.set_value(_merged(value, deltas, strengths))
-    return Applied(mode, prepared.summary(), len(by_path), held)
+    return Applied(mode, prepared.summary(), len(by_path))
 
 
 @functools.partial(jax.jit, donate_argnums=0)

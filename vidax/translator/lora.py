@@ -439,14 +439,15 @@ def _try_layout(file: LoraFile, layout: str, mapper: Mapper, params: Mapping[str
         plan = mapper.plan(probes)
     except VidaxError as e:
         return None, [*problems, str(e)], total
+    def named(target) -> str:           # the changed keys and the file's keys behind them
+        stored = dict.fromkeys(k for s in target.sources for k in module_of[s.key].keys.values())
+        return f"{', '.join(s.key for s in target.sources)} ({', '.join(stored)})"
+
     for path, target in plan.targets.items():
-        keys = ", ".join(s.key for s in target.sources)
-        where = ", ".join(dict.fromkeys(module_of[s.key].keys[r] for s in target.sources
-                                        for r in module_of[s.key].keys))
         if path not in params:
-            problems.append(f"{keys} ({where}) -> {path}, which the model does not have")
+            problems.append(f"{named(target)} -> {path}, which the model does not have")
         elif tuple(params[path]) != tuple(target.shape):
-            problems.append(f"{keys} ({where}) changes {path} {list(target.shape)}, the "
+            problems.append(f"{named(target)} changes {path} {list(target.shape)}, the "
                             f"model's is {list(params[path])}")
     for key, reason in plan.ignored.items():
         problems.append(f"{key} changes a tensor this model does not load ({reason})")
