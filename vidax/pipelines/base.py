@@ -110,7 +110,9 @@ from flax import nnx
 
 from vidax import loading, registry
 from vidax.lora import for_release as lora_for_release
+from vidax.nn import step_cache
 from vidax.pipelines import memory, overrides
+from vidax.pipelines import step_cache as step_caching
 from vidax.errors import MemoryEstimateError, NumericalError, VerificationError, VidaxError
 from vidax.sharding import constrain_batch, shard_batch, use_mesh
 from vidax.pipelines.inputs import (RELEASES, check_count, check_frames, check_seed, check_size,
@@ -194,6 +196,7 @@ class Request:
     fps: float
     noise: np.ndarray | None = None
     image: np.ndarray | None = None
+    step_cache: Any = None
     latent_channels: int = 16
     vae_stride: tuple[int, int, int] = (4, 8, 8)
 
@@ -492,18 +495,22 @@ def cfg_pair(a):
     return None if a is None else constrain_batch(jnp.concatenate([a, a]))
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3), donate_argnums=(5, 6))
-def _sampling_step(family, solver_step, graphdef, compute_dtype, params, latents, state, index,
-                   t, inputs):
+@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3, 4), donate_argnums=(6, 7, 11))
+def _sampling_step(family, solver_step, graphdef, compute_dtype, cache, params, latents, state,
+                   index, t, inputs, cache_states):
     """One sampling step: the family's guided velocity, the scheduler's update (with
     ``inputs["solver"]``, a dict of its extra per-step arguments), ``after_step``. The
-    latents and the scheduler state are donated. Also returns whether every latent is finite
-    (a scalar bool fused into the step, read on the host with the progress)."""
+    latents, the scheduler state and the step cache's states are donated. Also returns
+    whether every latent is finite (a scalar bool fused into the step, read on the host with
+    the progress) and, with a step cache (``cache``, static), what it hands back
+    (:meth:`vidax.nn.step_cache.Slot.outputs`: the new states, which rows ran the blocks)."""
     model = nnx.merge(graphdef, params)
-    velocity = family.velocity(model, latents, t, inputs, compute_dtype)
+    with step_cache.active(cache, cache_states, index) as slot:
+        velocity = family.velocity(model, latents, t, inputs, compute_dtype)
     latents, state = solver_step(velocity, index, latents, state, **inputs.get("solver", {}))
     latents = family.after_step(latents, inputs)
-    return latents, state, jnp.all(jnp.isfinite(latents))
+    return latents, state, jnp.all(jnp.isfinite(latents)), (
+        None if slot is None else slot.outputs())
 
 
 def non_finite_error(what: str, where: str, precision: str) -> NumericalError:
@@ -535,6 +542,9 @@ class PipelineBase:
         self.quantized = quantized   # vidax.load's quantized= for every component
         self.loras, self.lora_mode = loras, lora_mode   # the DiT's LoRAs (vidax.lora)
         self._progress = Progress(console)
+        #: What each sampling loop of the last generation did (a multi-stage family has one
+        #: a stage): :class:`vidax.pipelines.step_cache.SamplingReport`.
+        self.sampling_reports: list = []
 
     @property
     def defaults(self) -> Defaults:
@@ -674,12 +684,16 @@ class PipelineBase:
         return np.asarray(latents[0])
 
     def _request(self, prompt, request, options: dict) -> Request:
-        """The given request, else one made from ``prompt`` and ``options``."""
+        """The given request, else one made from ``prompt`` and ``options``; either with the
+        option ``step_cache`` (:func:`vidax.pipelines.step_cache.parse`). Starts a new
+        generation's :attr:`sampling_reports`."""
+        self.sampling_reports = []
+        cache = step_caching.parse(options.pop("step_cache", None))
         if request is None:
-            return self.request(prompt, **options)
-        if prompt is not None or options:
+            request = self.request(prompt, **options)
+        elif prompt is not None or options:
             raise VidaxError("pass either a request or a prompt with options, not both")
-        return request
+        return request if cache is None else dataclasses.replace(request, step_cache=cache)
 
     def resolve(self, request: Request, draws=None) -> Request:
         """The request for the loaded release, with explicit ``draws`` (a family's
@@ -720,30 +734,58 @@ class PipelineBase:
         return cls.guide(flow[:1], flow[1:], scale)
 
     def denoise(self, request: Request, run: Run) -> jax.Array:
-        """The sampling loop: one jitted step per scheduler timestep (latents and scheduler
-        state donated, under the pipeline's mesh), a progress bar, each step finished before
-        the next is queued."""
+        """The sampling loop: one jitted step per scheduler timestep (latents, scheduler state
+        and step-cache states donated, under the pipeline's mesh), a progress bar, each step
+        finished before the next is queued; then one line of what the DiT did
+        (:class:`vidax.pipelines.step_cache.SamplingReport`, kept in
+        :attr:`sampling_reports`)."""
         latents, scheduler = run.latents, run.scheduler
         state = scheduler.init(latents.shape, sharding=latents.sharding)
+        steps = len(scheduler.timesteps)
+        cache = step_caching.bind(self, request.step_cache, steps)
+        report = step_caching.SamplingReport(cache, steps)
+        states, states_for = None, None
         width, height = request.size
         what = f", {run.what}" if run.what else ""
         with self._progress.phase(f"sampling {request.frames} frames at {width}x{height}{what}",
-                                  total=len(scheduler.timesteps), unit="step") as advance:
+                                  total=steps, unit="step") as advance:
             for index, t in enumerate(scheduler.timesteps):
+                start = time.perf_counter()
                 (graphdef, params), timestep, inputs = self.step_inputs(request, run, index, t)
-                with self._mesh():
-                    latents, state, finite = _sampling_step(
-                        type(self), scheduler.step, graphdef, self.precision.dit_compute,
+                args = (type(self), scheduler.step, graphdef, self.precision.dit_compute, cache,
                         params, latents, state, jnp.int32(index), timestep,
                         {**run.inputs, **inputs})
+                if cache is not None and states_for != id(params):
+                    # a new model (Wan2.2's other expert) starts with fresh states, as
+                    # diffusers' hooks keep one state per transformer
+                    states, states_for = self._fresh_cache_states(args), id(params)
+                with self._mesh():
+                    try:
+                        latents, state, finite, cached = _sampling_step(*args, states)
+                    except step_cache.LayoutChanged:  # another batch or model: start afresh
+                        states = self._fresh_cache_states(args)
+                        latents, state, finite, cached = _sampling_step(*args, states)
                 latents.block_until_ready()
                 if not bool(finite):  # ready with the latents: no extra wait
                     raise non_finite_error(
                         f"the latents of sampling step {index + 1} of "
                         f"{len(scheduler.timesteps)} (timestep {float(t):g})",
                         f"{self.describe()} from {self.release.folder}", self.precision.name)
+                if cached is not None:
+                    states = cached["states"]
+                report.step(time.perf_counter() - start, cached)
                 advance()
+        self.sampling_reports.append(report)
+        self._progress.line(f"  {report.summary()}")
         return latents
+
+    def _fresh_cache_states(self, args) -> list:
+        """Zero step-cache states for the step ``args`` (their shapes traced, not compiled),
+        placed as the step hands them back (batch split over the mesh)."""
+        with self._mesh():
+            shapes = jax.eval_shape(functools.partial(_sampling_step, *args[:5]), *args[5:],
+                                    None)[3]["states"]
+        return jax.tree.map(lambda s: self._place(np.zeros(s.shape, s.dtype)), shapes)
 
     def decode_latents(self, latents: jax.Array, on_chunk=None) -> jax.Array:
         """Latents ``[1, T, h, w, C]`` on the devices -> frames ``[1, F, H, W, 3]`` in

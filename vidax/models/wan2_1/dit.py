@@ -70,6 +70,7 @@ from vidax.nn.attention import attention
 from vidax.nn.embeddings import sinusoidal_embedding
 from vidax.nn.layers import Conv, KeyGen, LayerNorm, Linear, RMSNorm, init_param
 from vidax.nn.rope import apply_rope, axial_rope
+from vidax.nn.step_cache import run_blocks
 
 #: The DiT's compute dtypes (see the module docstring).
 COMPUTE_DTYPES = (jnp.float32, jnp.bfloat16)
@@ -363,8 +364,9 @@ class WanDiT(nnx.Module):
             context_img = self.img_emb(jnp.asarray(clip_fea), cd)
 
         rope = axial_rope(grid, cfg.rope_axis_dims)
-        for block in self.blocks:
-            x = block(x, e0, context, context_img, rope, cd)
+        # TeaCache measures the time embedding ``e`` (the authors' TeaCache4Wan2.1).
+        x = run_blocks(x, (self.blocks, lambda block, x: block(x, e0, context, context_img,
+                                                                rope, cd)), signal=e)
         with jax.default_matmul_precision("highest"):  # the head: an fp32 island
             x = self.head(x, e)
         return self.unpatchify(x, grid)

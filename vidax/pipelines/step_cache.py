@@ -1,0 +1,172 @@
+"""Step caching as a sampling option (``step_cache=`` / ``--step-cache``): the user's choice
+parsed, bound to the model's published calibration (``vidax/data/step_cache.json``: MagCache's
+magnitude ratios and TeaCache's polynomials, each with its source), and what a sampling loop
+did (:class:`SamplingReport`). The mechanism itself, traced inside the jitted step, is
+:mod:`vidax.nn.step_cache`; docs/step_cache.md says how to choose.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from vidax.errors import VidaxError
+from vidax.nn.step_cache import KINDS, StepCache
+
+_FIELDS = {f.name for f in dataclasses.fields(StepCache)} - {"kind", "steps"}
+
+
+@functools.cache
+def published() -> dict:
+    """The published calibrations (``vidax/data/step_cache.json``)."""
+    return json.loads(resources.files("vidax").joinpath("data/step_cache.json").read_text())
+
+
+def parse(spec, **settings) -> StepCache | None:
+    """A :class:`StepCache` from ``spec``: None or ``"none"`` (no cache), a kind (``"first-
+    block"``, ``"magcache"``, ``"taylorseer"``, ``"teacache"``) with ``settings`` (the
+    :class:`StepCache` fields: ``threshold``, ``mag_ratios`` -- numbers, rows of them or a
+    JSON file --, ``calibrate``, ...), or a :class:`StepCache` as it is. Settings left out
+    are filled at :func:`bind`."""
+    if spec is None or spec == "none":
+        if settings:
+            raise VidaxError(f"step-cache settings {sorted(settings)} given without a cache "
+                             f"kind: name one of {', '.join(KINDS)}")
+        return None
+    if isinstance(spec, StepCache):
+        return dataclasses.replace(spec, **settings) if settings else spec
+    if spec not in KINDS:
+        raise VidaxError(f"step_cache must be none or one of {', '.join(KINDS)}, got {spec!r}")
+    unknown = sorted(set(settings) - _FIELDS)
+    if unknown:
+        raise VidaxError(f"unknown step-cache setting(s) {', '.join(unknown)}; known: "
+                         f"{', '.join(sorted(_FIELDS))}")
+    if settings.get("mag_ratios") is not None:
+        settings["mag_ratios"] = _ratio_rows(settings["mag_ratios"])
+    if settings.get("coefficients") is not None:
+        settings["coefficients"] = tuple(float(c) for c in settings["coefficients"])
+    return StepCache(kind=spec, **settings)
+
+
+def _ratio_rows(ratios) -> tuple[tuple[float, ...], ...]:
+    """Magnitude ratios as rows: a list of numbers (one list for every CFG row), a list of
+    lists, or a JSON file of either (what ``--step-cache-calibrate`` writes)."""
+    if isinstance(ratios, (str, Path)):
+        try:
+            ratios = json.loads(Path(ratios).read_text())
+        except (OSError, ValueError) as e:
+            raise VidaxError(f"mag_ratios {ratios}: not a readable JSON list ({e})") from None
+        ratios = ratios.get("mag_ratios", ratios) if isinstance(ratios, dict) else ratios
+    rows = ratios if ratios and isinstance(ratios[0], (list, tuple)) else [ratios]
+    try:
+        rows = tuple(tuple(float(v) for v in row) for row in rows)
+    except (TypeError, ValueError):
+        raise VidaxError("mag_ratios must be a list of numbers or of lists of numbers") from None
+    if not rows or not all(rows) or not np.isfinite(np.concatenate(rows)).all():
+        raise VidaxError("mag_ratios must be non-empty lists of finite numbers")
+    return rows
+
+
+def model_key(pipe) -> str:
+    """The key of ``pipe``'s model in the published table: ``<model_type>/<variant>``."""
+    return f"{type(pipe).__module__.rsplit('.', 1)[-1]}/{pipe.variant}"
+
+
+def bind(pipe, cache: StepCache | None, steps: int) -> StepCache | None:
+    """``cache`` completed for a run of ``steps`` steps of ``pipe``'s model: MagCache's ratios
+    and TeaCache's polynomial from the published table (with the settings its authors run
+    it at, where the user gave none), the rest at :data:`vidax.nn.step_cache.DEFAULTS`; a
+    model with no published calibration is one clear error saying what to do."""
+    if cache is None:
+        return None
+    key = model_key(pipe)
+    if cache.kind == "magcache" and cache.mag_ratios is None and not cache.calibrate:
+        table = published()["magcache"].get(key)
+        if table is None:
+            raise VidaxError(
+                f"MagCache: no published magnitude ratios for {key}. Calibrate them once with "
+                "--step-cache magcache --step-cache-calibrate RATIOS.json (step_cache="
+                "StepCache('magcache', calibrate=True) in Python; nothing is skipped), then run "
+                "with --step-cache-set mag_ratios=RATIOS.json; or use first-block or taylorseer")
+        cache = _fill(cache, table, mag_ratios=_ratio_rows(table["ratios"]))
+    if cache.kind == "teacache" and cache.coefficients is None:
+        table = published()["teacache"].get(key)
+        if table is None:
+            known = ", ".join(sorted(published()["teacache"]))
+            raise VidaxError(
+                f"TeaCache: its authors publish no rescaling polynomial for {key} (they do for "
+                f"{known}); use first-block, magcache or taylorseer")
+        cache = _fill(cache, table, coefficients=tuple(table["coefficients"]))
+    return cache.for_steps(steps)
+
+
+def _fill(cache: StepCache, table: dict, **data) -> StepCache:
+    """``cache`` with ``data`` and, where it leaves them None, the table's settings."""
+    unset = {k: v for k, v in table.items() if k in _FIELDS and getattr(cache, k) is None}
+    return dataclasses.replace(cache, **unset, **data)
+
+
+def describe(cache: StepCache) -> str:
+    if cache.kind == "taylorseer":
+        return (f"taylorseer (every {cache.interval} steps after {cache.warmup_steps}, "
+                f"order {cache.order})")
+    if cache.kind == "magcache" and cache.calibrate:
+        return "magcache calibration (nothing skipped)"
+    extra = f", at most {cache.max_skip_steps} in a row" if cache.kind == "magcache" else ""
+    return f"{cache.kind} (threshold {cache.threshold:g}{extra})"
+
+
+class SamplingReport:
+    """What one sampling loop did: per step its seconds and, with a step cache, which batch
+    rows of each DiT call ran the blocks (``computed [steps, calls, rows]``) and MagCache's
+    calibration measurements (``measured``, same shape)."""
+
+    def __init__(self, cache: StepCache | None, steps: int):
+        self.cache, self.steps = cache, steps
+        self.seconds: list[float] = []
+        self._computed: list[np.ndarray] = []
+        self._measured: list[np.ndarray] = []
+
+    def step(self, seconds: float, cached: dict | None) -> None:
+        self.seconds.append(seconds)
+        if cached is not None:
+            self._computed.append(np.stack([np.asarray(c) for c in cached["computed"]]))
+            self._measured.append(np.stack([np.asarray(m) for m in cached["measured"]]))
+
+    @property
+    def computed(self) -> np.ndarray:
+        """``[steps, calls, rows]`` bool (all True without a cache)."""
+        if self.cache is None:
+            return np.ones((len(self.seconds), 1, 1), bool)
+        return np.stack(self._computed)
+
+    @property
+    def evaluations(self) -> int:
+        """Steps whose DiT calls ran their blocks (one per call that ran)."""
+        return int(self.computed.any(-1).sum())
+
+    @property
+    def skipped(self) -> int:
+        return int((~self.computed.any(-1)).sum())
+
+    def mag_ratios(self) -> list[list[float]]:
+        """MagCache calibration: per batch row of the first DiT call, the measured ratio of
+        each step (diffusers' ``calibration_ratios``)."""
+        return np.stack(self._measured)[:, 0].T.astype(np.float64).round(5).tolist()
+
+    def summary(self) -> str:
+        total = sum(self.seconds)
+        per = total / max(len(self.seconds), 1)
+        after = (f", {np.mean(self.seconds[1:]):.3f} s/step after the first (compile included "
+                 f"in it: {self.seconds[0]:.1f} s)" if len(self.seconds) > 1 else "")
+        made = f"DiT evaluations: {self.evaluations} made, {self.skipped} skipped"
+        if self.cache is not None:
+            rows = self.computed.sum((0, 1))
+            made += (f" by {describe(self.cache)}; per batch row computed: "
+                     + "/".join(str(int(r)) for r in rows))
+        return f"{made}; sampling {total:.1f} s, {per:.3f} s/step{after}"
