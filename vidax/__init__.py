@@ -10,13 +10,15 @@ PyTorch checkpoints.
     pipe = vidax.pipeline("wan2_1", "Wan2.1-T2V-1.3B")      # a release folder
     frames = pipe("a red fox in the snow", frames=81, size=(832, 480), seed=0)
     pipe.write(frames, "fox.mp4")
+    frames = pipe("...", step_cache=vidax.StepCache("first-block", threshold=0.05))
 
 ``config``, ``load``, ``load_with_report``, ``verify`` and ``compiled`` are
-``vidax.loading``'s (docs/loading_weights.md); ``pipeline`` is ``vidax.pipelines``'.
+``vidax.loading``'s (docs/loading_weights.md); ``pipeline`` is ``vidax.pipelines``';
+``StepCache`` is ``vidax.nn.step_cache``'s (docs/step_cache.md).
 """
 
 __version__ = "0.1.0"
-__all__ = ["compiled", "config", "load", "load_with_report", "pipeline", "verify"]
+__all__ = ["StepCache", "compiled", "config", "load", "load_with_report", "pipeline", "verify"]
 
 
 def __getattr__(name):
@@ -25,6 +27,10 @@ def __getattr__(name):
         from vidax import pipelines
 
         return pipelines.pipeline
+    if name == "StepCache":
+        from vidax.nn.step_cache import StepCache
+
+        return StepCache
     if name in __all__:
         from vidax import loading
 

@@ -302,6 +302,7 @@ _EXAMPLE_MANIFEST = "wan2_1/t2v-14b__dit"
 
 
 def cmd_generate(args) -> int:
+    import dataclasses
     import inspect
     import time
     import warnings
@@ -371,12 +372,15 @@ def cmd_generate(args) -> int:
                 raise VidaxError(f"--true-cfg-scale: {args.model_type} has no true CFG beside "
                                  "its guidance (hunyuan_video does); use --guidance-scale")
             extra["true_cfg_scale"] = args.true_cfg_scale
+        cache = _step_cache(args)
         request = family.make_request(
             release.task, release.variant, args.prompt, negative_prompt=args.negative_prompt,
             image=args.image, last_image=args.last_image, frames=args.frames, size=args.size,
             steps=args.steps, guidance_scale=args.guidance_scale, shift=args.shift,
             sample_solver=args.sample_solver, seed=args.seed, noise=args.noise, fps=args.fps,
             **extra)
+        if cache is not None:
+            request = dataclasses.replace(request, step_cache=cache)
         # The request against the release, and whether it fits the devices, before a weight
         # is read (an estimate: --skip-memory-check, for a user who knows better, still runs
         # the request's checks and only skips the refusal).
@@ -387,6 +391,8 @@ def cmd_generate(args) -> int:
                                             console=con, quantized=args.quantized,
                                             loras=loras, lora_mode=args.lora_mode)
         frames = pipe(request=request, memory_check=check)
+        if args.step_cache_calibrate:
+            _write_calibration(pipe, Path(args.step_cache_calibrate), con)
     path = pipe.write(frames, out, fps=request.fps)
     f, h, w = frames.shape[:3]
     audio = getattr(pipe, "audio", None)
@@ -401,12 +407,52 @@ def cmd_generate(args) -> int:
     return 0
 
 
+def _step_cache(args):
+    """``--step-cache`` and its settings as a policy (None: no cache), checked before loading."""
+    from vidax.pipelines import step_cache
+
+    settings = {}
+    for item in args.step_cache_set:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise VidaxError(f"--step-cache-set {item!r}: give KEY=VALUE")
+        settings[key.strip()] = value if key.strip() == "mag_ratios" else _number(key, value)
+    if args.step_cache_threshold is not None:
+        settings["threshold"] = args.step_cache_threshold
+    if args.step_cache_calibrate:
+        if args.step_cache != "magcache":
+            raise VidaxError("--step-cache-calibrate measures MagCache's ratios: pass "
+                             "--step-cache magcache with it")
+        _check_out(Path(args.step_cache_calibrate), ".json")
+        settings["calibrate"] = True
+    return step_cache.parse(args.step_cache, **settings)
+
+
+def _number(key: str, value: str):
+    try:
+        return int(value) if value.strip().lstrip("-").isdigit() else float(value)
+    except ValueError:
+        raise VidaxError(f"--step-cache-set {key}={value}: not a number") from None
+
+
+def _write_calibration(pipe, path: Path, con) -> None:
+    """MagCache's measured ratios (per sampling loop, per CFG row) as JSON, atomically."""
+    from vidax.demo.common import write_json
+
+    loops = [r.mag_ratios() for r in pipe.sampling_reports]
+    write_json(path, {"mag_ratios": loops[-1], "loops": loops,
+                      "model": pipe.describe(), "steps": len(loops[-1][0])})
+    con.print(f"wrote {path.resolve()}: MagCache's magnitude ratios of this run (pass "
+              f"--step-cache-set mag_ratios={path})", soft_wrap=True)
+
+
 def _check_out(out: Path, suffix: str = ".mp4") -> None:
     """``generate --out`` (``--audio-out``: ``suffix`` ".wav"): a file that can be written,
     checked before anything loads: its folder exists and takes a new file (tried, as the
     permission bits do not tell for root or a read-only mount), and the name is not a folder or
     something else than a file."""
-    option, article = ("--out", "an") if suffix == ".mp4" else ("--audio-out", "a")
+    option, article = {".mp4": ("--out", "an"), ".wav": ("--audio-out", "a"),
+                       ".json": ("--step-cache-calibrate", "a")}[suffix]
     if out.suffix.lower() != suffix:
         raise VidaxError(f"{option} {out}: the output must be {article} {suffix} file")
     try:
@@ -603,6 +649,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--lora-mode", choices=("merge", "live"), default="merge",
                    help="merge the LoRAs into the weights at load (default), or keep them "
                         "live (unmerged adapters)")
+    s.add_argument("--step-cache", choices=("none", "first-block", "magcache", "taylorseer",
+                                            "teacache"), default="none",
+                   help="skip DiT block work on steps where it changes little (docs/"
+                        "step_cache.md): first-block (diffusers' First Block Cache), magcache "
+                        "(the model's published magnitude ratios), taylorseer (Taylor-"
+                        "extrapolated steps), teacache (the authors' per-model polynomial); "
+                        "default none")
+    s.add_argument("--step-cache-threshold", type=float, default=None,
+                   help="the cache's threshold (first-block, magcache, teacache; higher: "
+                        "more skipped; default: the published or diffusers' one)")
+    s.add_argument("--step-cache-set", metavar="KEY=VALUE", action="append", default=[],
+                   help="another setting of the cache (repeatable): max_skip_steps, "
+                        "retention_ratio, mag_ratios=FILE.json, interval, warmup_steps, "
+                        "cooldown_step, order, compute_first, compute_last")
+    s.add_argument("--step-cache-calibrate", metavar="FILE.json", default=None,
+                   help="MagCache: measure the model's magnitude ratios on this run (nothing "
+                        "skipped) and write them to FILE.json, for --step-cache-set "
+                        "mag_ratios=FILE.json")
     s.add_argument("--skip-memory-check", action="store_true",
                    help="load and run even when the request's memory estimate exceeds what "
                         "the devices have")

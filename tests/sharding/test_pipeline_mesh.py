@@ -35,7 +35,7 @@ from vidax import cli, sharding
 from vidax.demo import common as demo_common
 from vidax.demo import wan2_1 as demo
 from vidax.models.t5.config import T5Config
-from vidax.pipelines import base
+from vidax.pipelines import base, step_cache
 from vidax.pipelines import wan2_1
 from vidax.video import read_video
 
@@ -103,7 +103,7 @@ class StepRecorder:
     def __call__(self, *args):
         if self.compiled is None:
             self.compiled = self.step.lower(*args).compile()
-        return self.compiled(*args[4:])           # the four static arguments are baked in
+        return self.compiled(*args[5:])           # the five static arguments are baked in
 
     @property
     def text(self) -> str:
@@ -164,6 +164,28 @@ def test_sampling_on_a_mesh_matches_one_device(release, single, spec, monkeypatc
     diff = float(np.abs(latents - single).max())
     print(f"{spec}: max abs diff {diff:.3e}, std {single.std():.3f}")
     assert diff <= 1e-4 * single.std()
+
+
+# The step caches' states and decisions on a mesh: split with the batch over dp / fsdp, the
+# decision (a lax.cond on the rows' flags) taken once for the whole mesh.
+@pytest.mark.parametrize("spec", ["sp=4,fsdp=2",
+                                  pytest.param("dp=2,fsdp=2,tp=2", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("kind, settings", [("first-block", {"threshold": 1e9}),
+                                            ("taylorseer", {"interval": 2, "warmup_steps": 1})])
+def test_step_cache_on_a_mesh_matches_one_device(release, spec, kind, settings):
+    cache = step_cache.parse(kind, **settings)
+    options = {**OPTIONS, "steps": 5}
+    alone = _pipeline(release)
+    expected = alone.sample(demo.PROMPT, step_cache=cache, **options)
+    pipe = _pipeline(release, sharding.make_mesh(spec))
+    latents = pipe.sample(demo.PROMPT, step_cache=cache, **options)
+    computed = pipe.sampling_reports[-1].computed
+    assert (computed == alone.sampling_reports[-1].computed).all()
+    assert computed.any() and not computed.all()
+    diff = float(np.abs(latents - expected).max())
+    print(f"{spec} {kind}: skipped {pipe.sampling_reports[-1].skipped} of 5, max abs diff "
+          f"{diff:.3e}, std {expected.std():.3f}")
+    assert diff <= 1e-4 * expected.std()
 
 
 def _replicate_everything(model):

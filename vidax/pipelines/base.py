@@ -589,11 +589,12 @@ class PipelineBase:
         devices have; raises :class:`~vidax.errors.MemoryEstimateError` with the numbers
         when it does not fit, unless ``enforce=False`` (``--skip-memory-check``). First the
         request is checked against the release (:meth:`resolve`: what the family checks
-        against its configs, e.g. CogVideoX's position grid), so that every input error
-        comes before loading. ``weights=False``: the activations only (weights loaded).
-        ``quantized``: as :meth:`from_release` will load (quantized weights kept count at
-        their stored size)."""
+        against its configs, e.g. CogVideoX's position grid; its step cache's published
+        calibration), so that every input error comes before loading. ``weights=False``: the
+        activations only (weights loaded). ``quantized``: as :meth:`from_release` will load
+        (quantized weights kept count at their stored size)."""
         pipe = cls(release, mesh=mesh, precision=precision, quantized=quantized)
+        step_caching.bind(pipe, request.step_cache, request.steps)   # its calibration exists
         return pipe.memory_fits(pipe.resolve(request), weights, enforce)
 
     def memory_fits(self, request: Request, weights: bool = True,
