@@ -381,6 +381,10 @@ def cmd_generate(args) -> int:
             **extra)
         if cache is not None:
             request = dataclasses.replace(request, step_cache=cache)
+        guidance = _guidance(args)
+        if guidance is not None:
+            request = dataclasses.replace(request, guidance=guidance)
+            family.Pipeline.check_guidance(family.Pipeline, request)
         # The request against the release, and whether it fits the devices, before a weight
         # is read (an estimate: --skip-memory-check, for a user who knows better, still runs
         # the request's checks and only skips the refusal).
@@ -426,6 +430,24 @@ def _step_cache(args):
         _check_out(Path(args.step_cache_calibrate), ".json")
         settings["calibrate"] = True
     return step_cache.parse(args.step_cache, **settings)
+
+
+def _guidance(args):
+    """``--guidance-window`` / ``--cfg-zero-star`` as a ``base.Guidance`` (None: neither)."""
+    if args.guidance_window is None and args.cfg_zero_star is None:
+        return None
+    from vidax.pipelines.base import Guidance
+
+    start, stop = 0.0, 1.0
+    if args.guidance_window is not None:
+        try:
+            start, stop = (float(v) for v in args.guidance_window.split(":"))
+        except ValueError:
+            raise VidaxError(f"--guidance-window {args.guidance_window!r}: give START:STOP, "
+                             "two fractions of the run, e.g. 0:0.8") from None
+    zeroed = args.cfg_zero_star or 0
+    return Guidance(start, stop, zero_star=args.cfg_zero_star is not None,
+                    zero_init_steps=zeroed)
 
 
 def _number(key: str, value: str):
@@ -649,6 +671,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--lora-mode", choices=("merge", "live"), default="merge",
                    help="merge the LoRAs into the weights at load (default), or keep them "
                         "live (unmerged adapters)")
+    s.add_argument("--guidance-window", metavar="START:STOP", default=None,
+                   help="Wan: classifier-free guidance only on the steps from START to STOP "
+                        "(fractions of the run, as diffusers' guiders; e.g. 0:0.8), the others "
+                        "one DiT pass on the prompt alone")
+    s.add_argument("--cfg-zero-star", metavar="ZEROED_STEPS", type=int, nargs="?", const=0,
+                   default=None,
+                   help="Wan: CFG-Zero* (the unconditional prediction rescaled per sample; "
+                        "optionally the first ZEROED_STEPS steps at zero velocity)")
     s.add_argument("--step-cache", choices=("none", "first-block", "magcache", "taylorseer",
                                             "teacache"), default="none",
                    help="skip DiT block work on steps where it changes little (docs/"

@@ -175,6 +175,40 @@ class Defaults:
         return self.shift
 
 
+@dataclass(frozen=True)
+class Guidance:
+    """Cheaper classifier-free guidance, as diffusers' guiders define it: CFG only on the
+    steps ``int(start * steps) <= i < int(stop * steps)`` (``ClassifierFreeGuidance``'s
+    ``start`` / ``stop``; the other steps run the DiT once, on the prompt alone), and
+    CFG-Zero* (``ClassifierFreeZeroStarGuidance``: the unconditional prediction scaled by
+    ``<cond, uncond> / |uncond|^2`` per sample, and a zero velocity on the first
+    ``zero_init_steps`` steps)."""
+
+    start: float = 0.0
+    stop: float = 1.0
+    zero_star: bool = False
+    zero_init_steps: int = 0
+
+    def __post_init__(self):
+        if not 0.0 <= self.start <= self.stop <= 1.0:
+            raise VidaxError(f"the guidance window must satisfy 0 <= start <= stop <= 1, got "
+                             f"start {self.start:g}, stop {self.stop:g}")
+        if self.zero_init_steps < 0 or (self.zero_init_steps and not self.zero_star):
+            raise VidaxError("zero_init_steps counts CFG-Zero*'s zeroed first steps: a "
+                             "non-negative count, with zero_star=True")
+
+    def guided(self, index: int, steps: int) -> bool:
+        return int(self.start * steps) <= index < int(self.stop * steps)
+
+    def describe(self) -> str:
+        parts = []
+        if (self.start, self.stop) != (0.0, 1.0):
+            parts.append(f"CFG on steps [{self.start:g}, {self.stop:g}) of the run")
+        if self.zero_star:
+            parts.append(f"CFG-Zero* ({self.zero_init_steps} zeroed)")
+        return ", ".join(parts)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Request:
     """One generation, every option resolved and validated (:meth:`resolve`). A family
@@ -197,6 +231,7 @@ class Request:
     noise: np.ndarray | None = None
     image: np.ndarray | None = None
     step_cache: Any = None
+    guidance: Guidance | None = None
     latent_channels: int = 16
     vae_stride: tuple[int, int, int] = (4, 8, 8)
 
@@ -532,6 +567,10 @@ class PipelineBase:
 
     NAME: ClassVar[str] = "?"
     make_request: ClassVar = None
+    #: Whether :attr:`Request.guidance` applies: the family's ``predict`` takes the
+    #: ``[cond, uncond]`` pair or the prompt alone (``guidance_scale`` None), and its
+    #: ``guide`` is the default's ``uncond + scale (cond - uncond)``.
+    CHEAPER_GUIDANCE: ClassVar[bool] = False
     to_uint8 = staticmethod(to_uint8)
 
     def __init__(self, release: Release, *, mesh=None, precision: str = "bf16", console=None,
@@ -690,11 +729,26 @@ class PipelineBase:
         generation's :attr:`sampling_reports`."""
         self.sampling_reports = []
         cache = step_caching.parse(options.pop("step_cache", None))
+        guidance = options.pop("guidance", None)
         if request is None:
             request = self.request(prompt, **options)
         elif prompt is not None or options:
             raise VidaxError("pass either a request or a prompt with options, not both")
-        return request if cache is None else dataclasses.replace(request, step_cache=cache)
+        if cache is not None:
+            request = dataclasses.replace(request, step_cache=cache)
+        if guidance is not None:
+            request = dataclasses.replace(request, guidance=guidance)
+        self.check_guidance(request)
+        return request
+
+    def check_guidance(self, request: Request) -> None:
+        """A :class:`Guidance` only where the family's DiT runs the ``[cond, uncond]`` pair
+        and the prompt alone (:attr:`CHEAPER_GUIDANCE`)."""
+        if request.guidance is not None and not self.CHEAPER_GUIDANCE:
+            raise VidaxError(
+                f"{self.NAME}: the guidance window and CFG-Zero* (--guidance-window, "
+                "--cfg-zero-star) are not wired for this family yet (Wan2.1 and Wan2.2 have "
+                "them); its guidance runs on every step")
 
     def resolve(self, request: Request, draws=None) -> Request:
         """The request for the loaded release, with explicit ``draws`` (a family's
@@ -727,12 +781,22 @@ class PipelineBase:
     @classmethod
     def velocity(cls, model, latents, t, inputs, compute_dtype):
         """What the scheduler steps with: ``predict`` on the latents, or with
-        ``inputs["guidance_scale"]`` on the ``[cond, uncond]`` pair, combined by ``guide``."""
+        ``inputs["guidance_scale"]`` on the ``[cond, uncond]`` pair, combined by ``guide``;
+        with ``inputs["zero_star"]`` (a bool: this step is zeroed) CFG-Zero*."""
         scale = inputs.get("guidance_scale")
         if scale is None:
-            return cls.predict(model, latents, t, inputs, compute_dtype)
-        flow = cls.predict(model, cfg_pair(latents), t, inputs, compute_dtype)
-        return cls.guide(flow[:1], flow[1:], scale)
+            flow = cls.predict(model, latents, t, inputs, compute_dtype)
+        else:
+            flow = cls.predict(model, cfg_pair(latents), t, inputs, compute_dtype)
+            cond, uncond = flow[:1], flow[1:]
+            if "zero_star" in inputs:   # CFG-Zero*: uncond scaled by <c, u> / |u|^2
+                c, u = cond.reshape(1, -1), uncond.reshape(1, -1)
+                alpha = (c * u).sum(-1) / ((u * u).sum(-1) + 1e-8)
+                uncond = uncond * alpha.reshape((1,) + (1,) * (uncond.ndim - 1))
+            flow = cls.guide(cond, uncond, scale)
+        if "zero_star" in inputs:   # its zero-initialised first steps
+            flow = jnp.where(inputs["zero_star"], jnp.zeros_like(flow), flow)
+        return flow
 
     def denoise(self, request: Request, run: Run) -> jax.Array:
         """The sampling loop: one jitted step per scheduler timestep (latents, scheduler state
@@ -753,9 +817,9 @@ class PipelineBase:
             for index, t in enumerate(scheduler.timesteps):
                 start = time.perf_counter()
                 (graphdef, params), timestep, inputs = self.step_inputs(request, run, index, t)
+                inputs = self._guided({**run.inputs, **inputs}, request.guidance, index, steps)
                 args = (type(self), scheduler.step, graphdef, self.precision.dit_compute, cache,
-                        params, latents, state, jnp.int32(index), timestep,
-                        {**run.inputs, **inputs})
+                        params, latents, state, jnp.int32(index), timestep, inputs)
                 if cache is not None and states_for != id(params):
                     # a new model (Wan2.2's other expert) starts with fresh states, as
                     # diffusers' hooks keep one state per transformer
@@ -774,11 +838,25 @@ class PipelineBase:
                         f"{self.describe()} from {self.release.folder}", self.precision.name)
                 if cached is not None:
                     states = cached["states"]
-                report.step(time.perf_counter() - start, cached)
+                report.step(time.perf_counter() - start, cached,
+                            alone=request.guidance is not None
+                            and inputs.get("guidance_scale") is None)
                 advance()
         self.sampling_reports.append(report)
         self._progress.line(f"  {report.summary()}")
         return latents
+
+    @staticmethod
+    def _guided(inputs: dict, guidance: Guidance | None, index: int, steps: int) -> dict:
+        """The step's inputs under :class:`Guidance`: no ``guidance_scale`` (the prompt
+        alone) outside its window, CFG-Zero*'s flag."""
+        if guidance is None or inputs.get("guidance_scale") is None:
+            return inputs
+        if not guidance.guided(index, steps):
+            inputs = {**inputs, "guidance_scale": None}
+        if guidance.zero_star:
+            inputs = {**inputs, "zero_star": jnp.bool_(index < guidance.zero_init_steps)}
+        return inputs
 
     def _fresh_cache_states(self, args) -> list:
         """Zero step-cache states for the step ``args`` (their shapes traced, not compiled),

@@ -129,11 +129,15 @@ class SamplingReport:
     def __init__(self, cache: StepCache | None, steps: int):
         self.cache, self.steps = cache, steps
         self.seconds: list[float] = []
+        self.alone = 0
         self._computed: list[np.ndarray] = []
         self._measured: list[np.ndarray] = []
 
-    def step(self, seconds: float, cached: dict | None) -> None:
+    def step(self, seconds: float, cached: dict | None, alone: bool = False) -> None:
+        """One step's record; ``alone``: its DiT ran on the prompt alone (outside the
+        guidance window)."""
         self.seconds.append(seconds)
+        self.alone += alone
         if cached is not None:
             self._computed.append(np.stack([np.asarray(c) for c in cached["computed"]]))
             self._measured.append(np.stack([np.asarray(m) for m in cached["measured"]]))
@@ -165,6 +169,8 @@ class SamplingReport:
         after = (f", {np.mean(self.seconds[1:]):.3f} s/step after the first (compile included "
                  f"in it: {self.seconds[0]:.1f} s)" if len(self.seconds) > 1 else "")
         made = f"DiT evaluations: {self.evaluations} made, {self.skipped} skipped"
+        if self.alone:
+            made += f" ({self.alone} steps on the prompt alone, outside the guidance window)"
         if self.cache is not None:
             rows = self.computed.sum((0, 1))
             made += (f" by {describe(self.cache)}; per batch row computed: "

@@ -338,6 +338,7 @@ class WanPipeline(PipelineBase):
     :func:`make_request`'s."""
 
     NAME = "Wan2.1"
+    CHEAPER_GUIDANCE = True
     make_request = staticmethod(make_request)
 
     def param_dtype(self, component: str):

@@ -63,6 +63,7 @@ from vidax.nn.attention import attention
 from vidax.nn.embeddings import diffusers_timestep_embedding
 from vidax.nn.layers import Conv, KeyGen, LayerNorm, Linear
 from vidax.nn.rope import apply_rope
+from vidax.nn.step_cache import run_blocks
 
 _F32 = jnp.float32
 #: The DiT's compute dtypes (see the module docstring).
@@ -417,8 +418,11 @@ class CogVideoXDiT(nnx.Module):
 
         text, video = self.patch_embed(jnp.asarray(context, _F32).astype(cd), x.astype(cd))
         rope = rope_tables(cfg, grid) if cfg.use_rotary_positional_embeddings else None
-        for block in self.transformer_blocks:
-            video, text = block(video, text, temb, rope, cd)
+        # The blocks (or what a step cache puts in their place: vidax.nn.step_cache) carry
+        # (video, text); TeaCache measures the time (and ofs) embedding ``temb``, as its
+        # authors do (ali-vilab/TeaCache ``TeaCache4CogVideoX1.5``: ``emb``).
+        video, text = run_blocks((video, text), (self.transformer_blocks, lambda block, s: block(
+            *s, temb, rope, cd)), signal=temb)
         with jax.default_matmul_precision("highest"):   # the output head: a float32 island
             video = self.proj_out(self.norm_out(self.norm_final(video), temb))
         return self.unpatchify(video, grid)

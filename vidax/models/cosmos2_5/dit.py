@@ -66,6 +66,7 @@ from vidax.nn.attention import attention
 from vidax.nn.embeddings import diffusers_timestep_embedding
 from vidax.nn.layers import KeyGen, LayerNorm, Linear, RMSNorm
 from vidax.nn.rope import apply_rope_half, axial_rope
+from vidax.nn.step_cache import run_blocks
 
 _F32 = jnp.float32
 #: The DiT's compute dtypes (see the module docstring).
@@ -331,8 +332,8 @@ class CosmosDiT(nnx.Module):
             context = _gelu(self.crossattn_proj(context))
 
         rope = self._rope(grid)
-        for block in self.blocks:
-            h = block(h, emb, adaln_lora, context, rope, cd)
+        h = run_blocks(h, (self.blocks, lambda block, h: block(h, emb, adaln_lora, context,
+                                                                rope, cd)))
         with jax.default_matmul_precision("highest"):
             h = self.final_layer(h, emb, adaln_lora)
         return self.unpatchify(h, grid)

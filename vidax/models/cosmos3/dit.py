@@ -73,6 +73,7 @@ from vidax.nn.attention import attention
 from vidax.nn.embeddings import diffusers_timestep_embedding
 from vidax.nn.layers import Embedding, KeyGen, Linear, RMSNorm
 from vidax.nn.rope import apply_rope_half
+from vidax.nn.step_cache import run_blocks
 
 log = logging.getLogger("vidax.cosmos3")
 
@@ -370,8 +371,9 @@ class Cosmos3DiT(nnx.Module):
         h = (h.reshape(b, frames, -1, cfg.hidden_size) + emb).reshape(h.shape)
 
         rope = mrope_tables(cfg, video_positions(cfg, k_und.shape[2], grid, fps))
-        for layer, k, v in zip(self.layers, k_und, v_und):
-            h = layer.generate(h, k, v, rope, cd)
+        # each layer with the prompt's keys and values at that layer
+        h = run_blocks(h, (list(zip(self.layers, k_und, v_und)),
+                           lambda layer_kv, h: layer_kv[0].generate(h, *layer_kv[1:], rope, cd)))
         with jax.default_matmul_precision("highest"):
             out = self.proj_out(self.norm_moe_gen(h))
         out = self.unpatchify(out, grid, x.shape[2:4])

@@ -61,6 +61,7 @@ from vidax.nn.attention import attention
 from vidax.nn.embeddings import diffusers_timestep_embedding
 from vidax.nn.layers import Conv, KeyGen, LayerNorm, Linear, RMSNorm
 from vidax.nn.rope import apply_rope, axial_rope
+from vidax.nn.step_cache import run_blocks
 
 _F32 = jnp.float32
 #: The DiT's compute dtypes (see the module docstring).
@@ -425,14 +426,31 @@ class HunyuanVideoDiT(nnx.Module):
             mask = keys[:, None, None, :]
         rope = axial_rope(grid, cfg.rope_dim_list, theta=cfg.rope_theta)
 
-        for block in self.double_blocks:
-            img, txt = block(img, txt, vec, mask, rope, cd)
-        x = jnp.concatenate([img, txt], axis=1)
-        for block in self.single_blocks:
-            x = block(x, vec, num_img, mask, rope, cd)
+        def double(block, streams):
+            return block(*streams, vec, mask, rope, cd)
+
+        def single(block, streams):   # the joint sequence [image, text], split again after
+            x = block(jnp.concatenate(streams, axis=1), vec, num_img, mask, rope, cd)
+            return x[:, :num_img], x[:, num_img:]
+
+        # The blocks (or what a step cache puts in their place: vidax.nn.step_cache) carry
+        # (image, text); TeaCache measures the first double block's modulated image input.
+        img, _ = run_blocks((img, txt), (self.double_blocks, double),
+                            (self.single_blocks, single),
+                            signal=self.teacache_signal(img, vec))
         with jax.default_matmul_precision("highest"):   # the final layer: an fp32 island
-            out = self.final_layer(x[:, :num_img], vec)
+            out = self.final_layer(img, vec)
         return self.unpatchify(out, grid)
+
+    def teacache_signal(self, img: jax.Array, vec: jax.Array) -> jax.Array:
+        """What the authors' TeaCache (ali-vilab/TeaCache ``TeaCache4HunyuanVideo``) measures:
+        the image tokens ``img`` ``[B, N, h]`` (float32) entering the first double block,
+        LayerNormed (``img_norm1``) and modulated by its ``img_mod`` shift and scale, float32
+        ``[B, N, h]``; unused (and not computed) without a TeaCache."""
+        block = self.double_blocks[0]
+        with jax.default_matmul_precision("highest"):
+            shift, scale = block.img_mod(vec)[:2]
+        return _modulate(block.img_norm1(img), shift, scale)
 
     def unpatchify(self, x: jax.Array, grid: tuple[int, int, int]) -> jax.Array:
         """``[B, t*h*w, c*pt*ph*pw]`` (channel-major features, the authors'

@@ -82,6 +82,7 @@ from vidax.models.hunyuan_video.dit import (
 from vidax.models.hunyuan_video1_5.config import HunyuanVideo15DiTConfig
 from vidax.nn.layers import Conv, Embedding, KeyGen, LayerNorm, Linear
 from vidax.nn.rope import axial_rope
+from vidax.nn.step_cache import run_blocks
 
 _F32 = jnp.float32
 # ``nn.LayerNorm``'s default eps, which ``ByT5Mapper`` and ``VisionProjection`` keep.
@@ -277,8 +278,10 @@ class HunyuanVideo15DiT(nnx.Module):
             keys = jnp.concatenate([jnp.ones((b, img.shape[1]), bool), cond_mask], axis=1)
             mask = keys[:, None, None, :]
         rope = axial_rope(grid, cfg.rope_dim_list, theta=cfg.rope_theta)
-        for block in self.double_blocks:
-            img, cond = block(img, cond, vec, mask, rope, cd)
+        # The blocks (or what a step cache puts in their place: vidax.nn.step_cache) carry
+        # (image, condition). No TeaCache signal: its authors publish no rule for 1.5.
+        img, _ = run_blocks((img, cond), (self.double_blocks, lambda block, streams: block(
+            *streams, vec, mask, rope, cd)))
         with jax.default_matmul_precision("highest"):   # the final layer: an fp32 island
             out = self.final_layer(img, vec)
         return self.unpatchify(out, grid)

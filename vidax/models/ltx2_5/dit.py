@@ -88,6 +88,7 @@ from vidax.models.ltx2_5.config import LTX2DiTConfig
 from vidax.models.ltx_video.dit import CombinedTimestepEmbedding, TextProjection
 from vidax.nn.attention import attention
 from vidax.nn.layers import KeyGen, Linear, RMSNorm, init_param, layer_norm, rms_norm
+from vidax.nn.step_cache import run_blocks
 
 _F32 = jnp.float32
 #: ltx-core builds the connectors with their default RoPE theta, not the DiT's config value.
@@ -632,7 +633,14 @@ class LTX2DiT(nnx.Module):
             v, v_emb = self._prepare(video, audio, audio=False)
         if audio is not None:
             a, a_emb = self._prepare(audio, video, audio=True)
-        for index, block in enumerate(self.transformer_blocks):
-            v, a = block(v, a, perturb, index)
-        return (None if v is None else self._output(v.x, v_emb, audio=False),
-                None if a is None else self._output(a.x, a_emb, audio=True))
+
+        def run_block(numbered, xs):  # the carry: the streams' tokens (video, audio)
+            index, block = numbered
+            vs, as_ = block(None if v is None else v._replace(x=xs[0]),
+                            None if a is None else a._replace(x=xs[1]), perturb, index)
+            return (None if vs is None else vs.x, None if as_ is None else as_.x)
+
+        vx, ax = run_blocks((None if v is None else v.x, None if a is None else a.x),
+                            (list(enumerate(self.transformer_blocks)), run_block))
+        return (None if v is None else self._output(vx, v_emb, audio=False),
+                None if a is None else self._output(ax, a_emb, audio=True))

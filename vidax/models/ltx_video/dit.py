@@ -67,6 +67,7 @@ from vidax.models.ltx_video.config import LTXVideoDiTConfig
 from vidax.nn.attention import attention
 from vidax.nn.embeddings import diffusers_timestep_embedding
 from vidax.nn.layers import KeyGen, Linear, RMSNorm, init_param, layer_norm, rms_norm
+from vidax.nn.step_cache import run_blocks
 
 _F32 = jnp.float32
 #: The 0.9.x causal VAE's (time, height, width) compression: latent -> pixel coordinates.
@@ -272,14 +273,24 @@ class BasicTransformerBlock(nnx.Module):
         self.ff = FeedForward(dim, **kw)
         self.scale_shift_table = init_param(keys, (6, dim), std=dim ** -0.5, dtype=param_dtype)
 
+    def _values(self, x: jax.Array, ada: jax.Array) -> list[jax.Array]:
+        """(shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp), each
+        ``[B, 1 or N, D]``: ``scale_shift_table`` + ``ada [B, 1 or N, 6D]``."""
+        b, t = ada.shape[0], ada.shape[1]
+        values = self.scale_shift_table[...].astype(x.dtype) + ada.reshape(b, t, 6, -1)
+        return [values[:, :, i] for i in range(6)]
+
+    def modulated_input(self, x: jax.Array, ada: jax.Array) -> jax.Array:
+        """``norm1(x) * (1 + scale_msa) + shift_msa``: what the self-attention reads (and
+        TeaCache measures on the first block)."""
+        shift_msa, scale_msa = self._values(x, ada)[:2]
+        return rms_norm(x, self.eps) * (1 + scale_msa) + shift_msa
+
     def __call__(self, x: jax.Array, ada: jax.Array, context: jax.Array,
                  context_bias: jax.Array | None, rope: tuple[jax.Array, jax.Array],
                  skip: jax.Array | None = None, skip_strategy: str | None = None) -> jax.Array:
         """``x [B, N, D]``; ``ada [B, 1 or N, 6D]`` (``adaln_single``'s projection)."""
-        b, t = ada.shape[0], ada.shape[1]
-        values = self.scale_shift_table[...].astype(x.dtype) + ada.reshape(b, t, 6, -1)
-        shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = (
-            values[:, :, i] for i in range(6))
+        shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = self._values(x, ada)
         h = rms_norm(x, self.eps) * (1 + scale_msa) + shift_msa
         out = x + gate_msa * self.attn1(h, rope=rope, skip=skip, skip_strategy=skip_strategy)
         out = out + self.attn2(out, context, bias=context_bias)
@@ -387,9 +398,16 @@ class LTXVideoDiT(nnx.Module):
         rope = rope_cos_sin(coords, frame_rate, dim=cfg.inner_dim,
                             theta=cfg.positional_embedding_theta,
                             max_pos=cfg.positional_embedding_max_pos)
-        for i, block in enumerate(self.transformer_blocks):
+        def run_block(numbered, x):  # the block's index picks its row of the STG mask
+            i, block = numbered
             skip = None if skip_layer_mask is None else jnp.asarray(skip_layer_mask)[i]
-            x = block(x, ada, context, context_bias, rope, skip, skip_layer_strategy)
+            return block(x, ada, context, context_bias, rope, skip, skip_layer_strategy)
+
+        # TeaCache measures the first block's modulated input (the authors' TeaCache4LTX-Video:
+        # ``transformer_blocks[0].norm1`` of the stream, times ``1 + scale_msa``, plus
+        # ``shift_msa``), one row per batch row
+        x = run_blocks(x, (list(enumerate(self.transformer_blocks)), run_block),
+                       signal=self.transformer_blocks[0].modulated_input(x, ada))
 
         values = self.scale_shift_table[...].astype(dtype)[None, None] + embedded[:, :, None]
         shift, scale = values[:, :, 0], values[:, :, 1]
