@@ -69,3 +69,20 @@ def test_every_generate_says_what_the_dit_did(release, tmp_path, capsys):
     assert _generate(release, tmp_path / "c.mp4") == 0
     text = " ".join(capsys.readouterr().out.split())
     assert f"DiT evaluations: {STEPS} made, 0 skipped; sampling" in text and "s/step" in text
+
+
+def test_the_memory_estimate_counts_the_cache_state(release):
+    import dataclasses
+
+    import vidax
+    from vidax.pipelines import step_cache
+
+    pipe = vidax.pipeline("wan2_1", release)
+    request = pipe.request(demo.PROMPT, frames=9, size=(64, 48), steps=STEPS)
+    plain = pipe.estimate_memory(request, weights=False).phases["DiT step"].bytes
+    geometry = pipe.dit_geometry(request)
+    for kind, copies in (("first-block", 2), ("magcache", 1), ("taylorseer", 2)):
+        cached = dataclasses.replace(request, step_cache=step_cache.parse(kind))
+        phase = pipe.estimate_memory(cached, weights=False).phases["DiT step"]
+        assert phase.bytes - plain == copies * 2 * geometry.tokens * geometry.dim * 4
+        assert f"{kind} state" in phase.note

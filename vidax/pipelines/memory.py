@@ -225,6 +225,19 @@ def dit_step(g: DiTGeometry, compute_dtype, platform: str, *, dp: int = 1,
     return Phase(total, largest, f"{length} tokens, {kernel} attention")
 
 
+def cache_state(g: DiTGeometry, cache, dp: int = 1) -> int:
+    """The bytes of a step cache's state (:mod:`vidax.nn.step_cache`) a device holds: float32
+    copies of the hidden states per batch row (the batch split over ``dp``, the tokens whole):
+    first-block two (its first block's residual and the others'), MagCache and TeaCache one
+    (the stack's residual), TaylorSeer ``order + 1`` factors."""
+    from vidax.nn.step_cache import DEFAULTS
+
+    order = cache.order or DEFAULTS["taylorseer"]["order"]
+    copies = {"first-block": 2, "magcache": 1, "teacache": 1, "taylorseer": order + 1}
+    batch = math.ceil(g.batch / max(1, min(dp, g.batch)))
+    return copies[cache.kind] * batch * (g.tokens + g.joint) * g.dim * 4
+
+
 def vae_decode(g: VAEGeometry, platform: str) -> Phase:
     """The decode's activations: the widest feature maps of one chunk, and (on the CPU) the
     decoded video on the host."""
@@ -296,6 +309,11 @@ def estimate(pipe, request, *, weights: bool = True) -> Estimate:
     if dit is not None:
         result.phases["DiT step"] = dit_step(dit, pipe.precision.dit_compute, platform,
                                              dp=axes.get("dp", 1), sp=axes.get("sp", 1))
+        cache = getattr(request, "step_cache", None)
+        if cache is not None:
+            phase, held = result.phases["DiT step"], cache_state(dit, cache, axes.get("dp", 1))
+            result.phases["DiT step"] = Phase(phase.bytes + held, phase.largest, phase.note
+                                              + f", {cache.kind} state {held / 2**30:.2f} GiB")
     if vae is not None:
         result.phases["VAE decode"] = vae_decode(vae, platform)
     return result
