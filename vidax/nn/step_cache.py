@@ -29,7 +29,9 @@ pytree whose every leaf has the call's batch as its leading axis. Each batch row
 diffusers' pipelines give the cond and uncond passes their own cache context: the blocks
 run when any row needs them, and a row that decided to skip takes its cached value even
 then, so its numbers are those of a run of its own. The caller threads the state through
-the jitted step (:func:`active` in, :attr:`Slot.states` out) and donates it.
+the jitted step (:func:`active` in, :attr:`Slot.states` out) and donates it. A fresh state is
+all zeros (a caller makes it from the shapes alone, as ``PipelineBase._fresh_cache_states``
+does), the same as :func:`active` given no states.
 
 The carry through the blocks is any pytree (Wan's hidden states; HunyuanVideo's image and
 text streams; LTX-2's video and audio): its first leaf is the one decisions are taken on,
@@ -299,7 +301,7 @@ class _MagCache(_Stack):
     def init(policy, calls, carry, signal):
         rows = _rows(carry)
         return {"have": _flags(rows), "residual": _zeros(carry),
-                "ratio": jnp.ones((rows,), jnp.float32), "err": jnp.zeros((rows,), jnp.float32),
+                "ratio": jnp.zeros((rows,), jnp.float32), "err": jnp.zeros((rows,), jnp.float32),
                 "skipped": jnp.zeros((rows,), jnp.int32)}
 
     @classmethod
@@ -312,7 +314,9 @@ class _MagCache(_Stack):
             table = jnp.asarray(policy.ratio_table())
             scale = jnp.broadcast_to(table[:, jnp.minimum(index, policy.steps - 1)], (rows,))
             scale = jnp.where(index < policy.steps, scale, 1.0)
-            ratio = state["ratio"] * scale
+            # the accumulated ratio is 1 while no step is skipped (diffusers resets it with
+            # the count), so a fresh, all-zero state needs no 1 stored
+            ratio = jnp.where(state["skipped"] == 0, 1.0, state["ratio"]) * scale
             skipped = state["skipped"] + 1
             err = state["err"] + jnp.abs(1.0 - ratio)
             retained = index < int(policy.retention_ratio * policy.steps + 0.5)

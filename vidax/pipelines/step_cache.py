@@ -107,7 +107,8 @@ def bind(pipe, cache: StepCache | None, steps: int) -> StepCache | None:
 
 def _fill(cache: StepCache, table: dict, **data) -> StepCache:
     """``cache`` with ``data`` and, where it leaves them None, the table's settings."""
-    unset = {k: v for k, v in table.items() if k in _FIELDS and getattr(cache, k) is None}
+    unset = {k: v for k, v in table.items()
+             if k in _FIELDS and k not in data and getattr(cache, k) is None}
     return dataclasses.replace(cache, **unset, **data)
 
 
