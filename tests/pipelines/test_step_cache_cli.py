@@ -86,3 +86,36 @@ def test_the_memory_estimate_counts_the_cache_state(release):
         phase = pipe.estimate_memory(cached, weights=False).phases["DiT step"]
         assert phase.bytes - plain == copies * 2 * geometry.tokens * geometry.dim * 4
         assert f"{kind} state" in phase.note
+
+
+@pytest.mark.parametrize("family, variant, task, size, image, key", [
+    ("wan2_1", "i2v-14b", "i2v", (832, 480), None, "wan2_1/i2v-14b@480p"),
+    ("wan2_1", "i2v-14b", "i2v", (1280, 720), None, "wan2_1/i2v-14b@720p"),
+    ("wan2_1", "t2v-14b", "t2v", (1280, 720), None, "wan2_1/t2v-14b"),
+    ("wan2_2", "i2v-a14b", "i2v", (1280, 720), None, "wan2_2/i2v-a14b"),
+    ("wan2_2", "ti2v-5b", "ti2v", (1280, 704), None, "wan2_2/ti2v-5b@t2v"),
+    ("wan2_2", "ti2v-5b", "ti2v", (1280, 704), "an image", "wan2_2/ti2v-5b@i2v"),
+    ("hunyuan_video", "t2v-720p", "t2v", (960, 544), None, "hunyuan_video/t2v-720p@544p"),
+    ("hunyuan_video", "t2v-720p", "t2v", (1280, 720), None, "hunyuan_video/t2v-720p"),
+])
+def test_the_calibration_follows_the_authors_size_and_task(family, variant, task, size, image,
+                                                           key):
+    """MagCache's authors calibrate per checkpoint (Wan2.1 i2v 480p / 720p), height
+    (HunyuanVideo) and task (Wan2.2 TI2V with or without its image): the key and the
+    published ratios and settings a run gets."""
+    import types
+
+    from vidax import pipelines
+    from vidax.nn.step_cache import StepCache
+    from vidax.pipelines import step_cache
+
+    cls = pipelines.family(family).Pipeline
+    pipe = cls.__new__(cls)
+    pipe.variant, pipe.task = variant, task
+    request = types.SimpleNamespace(size=size, image=image)
+    assert pipe.step_cache_key(request) == key
+    table = step_cache.published()["magcache"][key]
+    bound = step_cache.bind(pipe, StepCache("magcache"), len(table["ratios"][0]), request)
+    assert bound.mag_ratios == tuple(tuple(r) for r in table["ratios"])
+    assert (bound.threshold, bound.max_skip_steps) == (table["threshold"],
+                                                        table["max_skip_steps"])

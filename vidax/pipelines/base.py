@@ -633,7 +633,7 @@ class PipelineBase:
         activations only (weights loaded). ``quantized``: as :meth:`from_release` will load
         (quantized weights kept count at their stored size)."""
         pipe = cls(release, mesh=mesh, precision=precision, quantized=quantized)
-        step_caching.bind(pipe, request.step_cache, request.steps)   # its calibration exists
+        step_caching.bind(pipe, request.step_cache, request.steps, request)  # calibrated?
         return pipe.memory_fits(pipe.resolve(request), weights, enforce)
 
     def memory_fits(self, request: Request, weights: bool = True,
@@ -668,6 +668,12 @@ class PipelineBase:
     def vae_geometry(self, request: Request) -> memory.VAEGeometry | None:
         """A decoded chunk's shape for ``request`` (None: not estimated); a family's hook."""
         return None
+
+    def step_cache_key(self, request: Request | None) -> str:
+        """The model's key in the published step-cache calibrations
+        (:func:`vidax.pipelines.step_cache.model_key`); a family whose authors calibrate per
+        size or task adds its ``@...`` for ``request``."""
+        return step_caching.model_key(self)
 
     def param_dtype(self, component: str):
         return component_dtype(self.precision, component)
@@ -807,7 +813,7 @@ class PipelineBase:
         latents, scheduler = run.latents, run.scheduler
         state = scheduler.init(latents.shape, sharding=latents.sharding)
         steps = len(scheduler.timesteps)
-        cache = step_caching.bind(self, request.step_cache, steps)
+        cache = step_caching.bind(self, request.step_cache, steps, request)
         report = step_caching.SamplingReport(cache, steps)
         states, states_for = None, None
         width, height = request.size

@@ -264,6 +264,11 @@ class HunyuanVideoPipeline(PipelineBase):
         self.tokenizer_2 = Tokenizer(files["text_encoder_2_folder"], seq_len=CLIP_LEN,
                                      clean=None, special="file", pad_token="<|endoftext|>")
 
+    def step_cache_key(self, request: Request | None) -> str:
+        """MagCache's authors calibrate 720p and 544p runs (by height)."""
+        key = super().step_cache_key(request)
+        return key + "@544p" if request is not None and request.size[1] == 544 else key
+
     def dit_geometry(self, request: HunyuanVideoRequest) -> memory.DiTGeometry:
         """Batch 1 (embedded guidance; 2 with true CFG), the video and the 256 text tokens in
         one attention."""

@@ -228,12 +228,13 @@ def dit_step(g: DiTGeometry, compute_dtype, platform: str, *, dp: int = 1,
 def cache_state(g: DiTGeometry, cache, dp: int = 1) -> int:
     """The bytes of a step cache's state (:mod:`vidax.nn.step_cache`) a device holds: float32
     copies of the hidden states per batch row (the batch split over ``dp``, the tokens whole):
-    first-block two (its first block's residual and the others'), MagCache and TeaCache one
-    (the stack's residual), TaylorSeer ``order + 1`` factors."""
+    first-block two (its first block's residual and the others'), MagCache one (the stack's
+    residual), TeaCache two (the residual and its measured input, which is the modulated
+    hidden states on HunyuanVideo), TaylorSeer ``order + 1`` factors."""
     from vidax.nn.step_cache import DEFAULTS
 
     order = cache.order or DEFAULTS["taylorseer"]["order"]
-    copies = {"first-block": 2, "magcache": 1, "teacache": 1, "taylorseer": order + 1}
+    copies = {"first-block": 2, "magcache": 1, "teacache": 2, "taylorseer": order + 1}
     batch = math.ceil(g.batch / max(1, min(dp, g.batch)))
     return copies[cache.kind] * batch * (g.tokens + g.joint) * g.dim * 4
 

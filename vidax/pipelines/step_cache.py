@@ -73,18 +73,20 @@ def _ratio_rows(ratios) -> tuple[tuple[float, ...], ...]:
 
 
 def model_key(pipe) -> str:
-    """The key of ``pipe``'s model in the published table: ``<model_type>/<variant>``."""
+    """The key of ``pipe``'s model in the published table: ``<model_type>/<variant>`` (a
+    family whose authors calibrate per size or task adds ``@...``:
+    ``PipelineBase.step_cache_key``)."""
     return f"{type(pipe).__module__.rsplit('.', 1)[-1]}/{pipe.variant}"
 
 
-def bind(pipe, cache: StepCache | None, steps: int) -> StepCache | None:
+def bind(pipe, cache: StepCache | None, steps: int, request=None) -> StepCache | None:
     """``cache`` completed for a run of ``steps`` steps of ``pipe``'s model: MagCache's ratios
     and TeaCache's polynomial from the published table (with the settings its authors run
     it at, where the user gave none), the rest at :data:`vidax.nn.step_cache.DEFAULTS`; a
     model with no published calibration is one clear error saying what to do."""
     if cache is None:
         return None
-    key = model_key(pipe)
+    key = pipe.step_cache_key(request)
     if cache.kind == "magcache" and cache.mag_ratios is None and not cache.calibrate:
         table = published()["magcache"].get(key)
         if table is None:

@@ -400,6 +400,14 @@ class WanPipeline(PipelineBase):
                    f"{request.sample_solver} shift {request.shift:g}, "
                    f"{self.guidance_text(request)}")
 
+    def step_cache_key(self, request: Request | None) -> str:
+        """MagCache's authors calibrate the i2v 14B per checkpoint, 480p or 720p: the 480p
+        ratios at 832x480 / 480x832 (as the 480p shift), the 720p ones otherwise."""
+        key = super().step_cache_key(request)
+        if self.task != "i2v" or request is None:
+            return key
+        return key + ("@480p" if tuple(request.size) in ((832, 480), (480, 832)) else "@720p")
+
     def dit_geometry(self, request: Request):
         """The ``[cond, uncond]`` batch of the DiT's tokens, its text (and CLIP) context."""
         cfg = self.component_config("dit")

@@ -35,6 +35,7 @@ from vidax.errors import VidaxError
 from vidax.models.wan2_2.config import (WAN2_2_LATENTS_MEAN, WAN2_2_LATENTS_STD,
                                         Wan22DiTConfigs, Wan22VAEConfig)
 from vidax.pipelines import overrides, wan2_1
+from vidax.pipelines import step_cache as step_caching
 from vidax.pipelines.base import Part, Release, find_files, open_folder
 from vidax.pipelines.inputs import load_image, number, read_json_config, refuse, to_unit_range
 from vidax.pipelines.inputs import noise_array  # noqa: F401  (the tests' name for it)
@@ -411,6 +412,14 @@ class Wan22Pipeline(wan2_1.WanPipeline):
             run.latents = self.after_step(run.latents, run.inputs)
             run.extra["tokens"] = first_frame_tokens(request.latent_shape)
         return run
+
+    def step_cache_key(self, request: wan2_1.Request | None) -> str:
+        """MagCache's authors calibrate the TI2V-5B with and without its image (and the
+        A14B i2v at one size: no 480p / 720p key, unlike Wan2.1's i2v)."""
+        key = step_caching.model_key(self)
+        if self.task != "ti2v" or request is None:
+            return key
+        return key + ("@t2v" if request.image is None else "@i2v")
 
     def step_inputs(self, request: Request, run: wan2_1.Run, index: int, t):
         name = "dit" if request.boundary is None else expert_for(t, request.boundary)
