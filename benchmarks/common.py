@@ -1,6 +1,7 @@
 """Shared helpers of the compute benchmarks (``bench_dit.py``, ``bench_vae.py``,
-``gpu_dit_blocks.py``): wall-clock timing of warm calls, memory readings from
-``/proc/self/status``, the machine line, and plain-text tables.
+``gpu_dit_blocks.py``, ``device_check.py``): wall-clock timing of warm calls, memory readings
+from ``/proc/self/status``, the machine line, plain-text tables, and for the accelerator
+scripts the dense bf16 peak table and the strided-placement check.
 
 Not a test module: benchmarks print tables for a person to read (DESIGN.md §10).
 """
@@ -121,3 +122,57 @@ def time_interleaved(fns: dict[str, Callable[[], object]], *, repeats: int = 3,
 def load_average() -> str:
     """The 1/5/15-minute load averages: other processes on a shared machine skew timings."""
     return " / ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+# ----------------------------------------------------------------------------- accelerators
+#: Dense (no sparsity) bf16 tensor-core peaks in TFLOP/s, by a substring of the device name
+#: (first match wins, so the more specific names come first). From NVIDIA's data sheets.
+PEAK_BF16_TFLOPS = (
+    ("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("GH200", 989.5), ("H200", 989.5),
+    ("H100", 989.5), ("H800", 989.5), ("B200", 2250.0), ("A100", 312.0), ("A800", 312.0),
+    ("L40S", 362.0), ("L40", 181.0), ("L4", 121.0), ("A10", 125.0), ("RTX 4090", 165.2),
+    ("RTX 6000 Ada", 364.0),
+)
+
+
+def peak_tflops(device_name: str) -> float | None:
+    """The dense bf16 peak of a device by its name (``device_kind``), None if not listed."""
+    return next((p for key, p in PEAK_BF16_TFLOPS if key.lower() in device_name.lower()), None)
+
+
+def timed(fn, sync, repeats: int, warmup: int = 2) -> list[float]:
+    """Seconds of ``repeats`` calls of ``fn`` after ``warmup`` untimed ones, each call
+    followed by ``sync(result)`` (``jax.block_until_ready``, ``torch.cuda.synchronize``)."""
+    for _ in range(warmup):
+        sync(fn())
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        sync(fn())
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def check_strided_placement(shape: tuple[int, int], repeats: int) -> dict:
+    """What ``vidax.load`` relies on: ``jax.device_put`` of a transposed numpy view (a Linear
+    weight's ``[in, out]`` kernel seen on the stored ``[out, in]`` bytes) places the
+    transposed array, the transfer doing the transpose. Checked for equality against the
+    contiguous copy, and timed beside the plain transfer of the stored bytes (GB/s)."""
+    import jax
+    import ml_dtypes
+    import numpy as np
+
+    stored = np.random.default_rng(0).standard_normal(shape, np.float32).astype(
+        ml_dtypes.bfloat16)
+    view = stored.T
+    placed = jax.device_put(view)
+    equal = bool(np.array_equal(np.asarray(placed), np.ascontiguousarray(view)))
+    sync = jax.block_until_ready
+    plain = min(timed(lambda: jax.device_put(stored), sync, repeats))
+    strided = min(timed(lambda: jax.device_put(view), sync, repeats))
+    result = {"shape": list(shape), "equal": equal, "plain_gb_s": stored.nbytes / plain / 1e9,
+              "strided_gb_s": stored.nbytes / strided / 1e9}
+    print(f"placement of a transposed {shape[1]}x{shape[0]} bf16 view: equal {equal}; "
+          f"{result['strided_gb_s']:.1f} GB/s strided vs {result['plain_gb_s']:.1f} GB/s "
+          "for the stored bytes as they are", flush=True)
+    return result

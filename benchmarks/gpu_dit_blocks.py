@@ -28,7 +28,7 @@ torch; nothing can be installed), designed to finish in under 6 minutes:
 * FLOPs per block (multiply-adds x 2): self-attention q/k/v/o ``8 L d^2``, cross-attention
   q/o ``4 L d^2`` and k/v ``4 Lt d^2``, FFN ``4 L d f``, attention ``4 L^2 d`` (q k^T and
   p v) plus ``4 L Lt d`` for cross-attention. MFU = achieved / the dense bf16 peak of the
-  device (table ``PEAK_BF16_TFLOPS``).
+  device (table ``PEAK_BF16_TFLOPS`` in ``benchmarks/common.py``).
 
 The authors' block is loaded from their source files ``model.py`` / ``attention.py`` (the
 installed ``wan`` package, else ``--wan-src``: carry ``.venv/lib/python3.11/site-packages/
@@ -65,23 +65,12 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from flax import nnx  # noqa: E402
 
+from benchmarks.common import check_strided_placement, peak_tflops, timed  # noqa: E402
 from vidax.models.wan2_1.dit import WanAttentionBlock, WanDiTConfig  # noqa: E402
 from vidax.nn.layers import KeyGen  # noqa: E402
 from vidax.nn.rope import axial_rope  # noqa: E402
 
-#: Dense (no sparsity) bf16 tensor-core peaks in TFLOP/s, by a substring of the device name
-#: (first match wins, so the more specific names come first). From NVIDIA's data sheets.
-PEAK_BF16_TFLOPS = (
-    ("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("GH200", 989.5), ("H200", 989.5),
-    ("H100", 989.5), ("H800", 989.5), ("B200", 2250.0), ("A100", 312.0), ("A800", 312.0),
-    ("L40S", 362.0), ("L40", 181.0), ("L4", 121.0), ("A10", 125.0), ("RTX 4090", 165.2),
-    ("RTX 6000 Ada", 364.0),
-)
 FULL = {"1.3b": WanDiTConfig.t2v_1_3b(), "14b": WanDiTConfig.t2v_14b()}
-
-
-def peak_tflops(device_name: str) -> float | None:
-    return next((p for key, p in PEAK_BF16_TFLOPS if key.lower() in device_name.lower()), None)
 
 
 def block_flops(d: int, f: int, L: int, Lt: int) -> float:
@@ -102,41 +91,6 @@ def parse_args():
     p.add_argument("--wan-src", default=None, help="folder holding the authors' model.py")
     p.add_argument("--out", default=None, help="write the results as JSON here")
     return p.parse_args()
-
-
-def timed(fn, sync, repeats: int, warmup: int = 2) -> list[float]:
-    for _ in range(warmup):
-        sync(fn())
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        sync(fn())
-        times.append(time.perf_counter() - start)
-    return times
-
-
-# ------------------------------------------------------------------------ placement
-def check_strided_placement(shape: tuple[int, int], repeats: int) -> dict:
-    """What ``vidax.load`` relies on: ``jax.device_put`` of a transposed numpy view (a Linear
-    weight's ``[in, out]`` kernel seen on the stored ``[out, in]`` bytes) places the
-    transposed array, the transfer doing the transpose. Checked for equality against the
-    contiguous copy, and timed beside the plain transfer of the stored bytes (GB/s)."""
-    import ml_dtypes
-
-    stored = np.random.default_rng(0).standard_normal(shape, np.float32).astype(
-        ml_dtypes.bfloat16)
-    view = stored.T
-    placed = jax.device_put(view)
-    equal = bool(np.array_equal(np.asarray(placed), np.ascontiguousarray(view)))
-    sync = jax.block_until_ready
-    plain = min(timed(lambda: jax.device_put(stored), sync, repeats))
-    strided = min(timed(lambda: jax.device_put(view), sync, repeats))
-    result = {"shape": list(shape), "equal": equal, "plain_gb_s": stored.nbytes / plain / 1e9,
-              "strided_gb_s": stored.nbytes / strided / 1e9}
-    print(f"placement of a transposed {shape[1]}x{shape[0]} bf16 view: equal {equal}; "
-          f"{result['strided_gb_s']:.1f} GB/s strided vs {result['plain_gb_s']:.1f} GB/s "
-          "for the stored bytes as they are", flush=True)
-    return result
 
 
 # ----------------------------------------------------------------------------- vidax
