@@ -128,3 +128,18 @@ def test_families_without_the_hooks_refuse_it(release):
         type(pipe).CHEAPER_GUIDANCE = True
     with pytest.raises(VidaxError, match="start <= stop"):
         Guidance(0.5, 0.2)
+
+
+def test_the_window_with_a_step_cache(release):
+    """Leaving the window halves the DiT batch: the cache starts fresh states there (the first
+    step on the prompt alone computes) and keeps skipping after it."""
+    from vidax.pipelines import step_cache
+
+    pipe = vidax.pipeline("wan2_1", release, precision="fp32")
+    latents = pipe.sample(demo.PROMPT, guidance=Guidance(0.0, 0.6),
+                          step_cache=step_cache.parse("first-block", threshold=10.0), **OPTIONS)
+    report = pipe.sampling_reports[-1]
+    ran = report.computed.any((1, 2)).tolist()
+    assert ran == [True] + [False] * 5 + [True] + [False] * 3, ran
+    assert report.alone == 4 and np.isfinite(latents).all()
+    assert "4 steps on the prompt alone" in report.summary()

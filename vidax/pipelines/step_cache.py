@@ -147,23 +147,35 @@ class SamplingReport:
 
     @property
     def computed(self) -> np.ndarray:
-        """``[steps, calls, rows]`` bool (all True without a cache)."""
+        """``[steps, calls, rows]`` bool (all True without a cache). A step with fewer rows
+        than the widest (LTX-Video's STG steps, Wan's steps outside the guidance window) is
+        padded with whether its call ran the blocks."""
         if self.cache is None:
             return np.ones((len(self.seconds), 1, 1), bool)
-        return np.stack(self._computed)
+        calls = max(c.shape[0] for c in self._computed)
+        rows = max(c.shape[1] for c in self._computed)
+        out = np.zeros((len(self._computed), calls, rows), bool)
+        for i, c in enumerate(self._computed):
+            out[i, :c.shape[0]] = c.any(-1, keepdims=True)
+            out[i, :c.shape[0], :c.shape[1]] = c
+        return out
 
     @property
     def evaluations(self) -> int:
-        """Steps whose DiT calls ran their blocks (one per call that ran)."""
-        return int(self.computed.any(-1).sum())
+        """Steps' DiT calls that ran their blocks (one per call that ran)."""
+        return int(sum(c.any(-1).sum() for c in self._computed)) if self.cache is not None \
+            else len(self.seconds)
 
     @property
     def skipped(self) -> int:
-        return int((~self.computed.any(-1)).sum())
+        return int(sum((~c.any(-1)).sum() for c in self._computed))
 
     def mag_ratios(self) -> list[list[float]]:
         """MagCache calibration: per batch row of the first DiT call, the measured ratio of
         each step (diffusers' ``calibration_ratios``)."""
+        if len({m.shape for m in self._measured}) != 1:
+            raise VidaxError("MagCache calibration needs the same DiT batch on every step "
+                             "(this run changed it: a guidance window, LTX-Video's STG steps)")
         return np.stack(self._measured)[:, 0].T.astype(np.float64).round(5).tolist()
 
     def summary(self) -> str:
@@ -175,7 +187,8 @@ class SamplingReport:
         if self.alone:
             made += f" ({self.alone} steps on the prompt alone, outside the guidance window)"
         if self.cache is not None:
-            rows = self.computed.sum((0, 1))
-            made += (f" by {describe(self.cache)}; per batch row computed: "
-                     + "/".join(str(int(r)) for r in rows))
+            made += f" by {describe(self.cache)}"
+            if len({c.shape for c in self._computed}) == 1:
+                rows = np.stack(self._computed).sum((0, 1))
+                made += "; per batch row computed: " + "/".join(str(int(r)) for r in rows)
         return f"{made}; sampling {total:.1f} s, {per:.3f} s/step{after}"
