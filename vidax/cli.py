@@ -384,7 +384,7 @@ def cmd_generate(args) -> int:
         guidance = _guidance(args)
         if guidance is not None:
             request = dataclasses.replace(request, guidance=guidance)
-            family.Pipeline.check_guidance(family.Pipeline, request)
+            family.Pipeline.check_guidance(request)
         # The request against the release, and whether it fits the devices, before a weight
         # is read (an estimate: --skip-memory-check, for a user who knows better, still runs
         # the request's checks and only skips the refusal).
@@ -396,7 +396,11 @@ def cmd_generate(args) -> int:
                                             loras=loras, lora_mode=args.lora_mode)
         frames = pipe(request=request, memory_check=check)
         if args.step_cache_calibrate:
-            _write_calibration(pipe, Path(args.step_cache_calibrate), con)
+            from vidax.pipelines import step_cache
+
+            path = step_cache.write_calibration(pipe, Path(args.step_cache_calibrate))
+            con.print(f"wrote {path.resolve()}: MagCache's magnitude ratios of this run (pass "
+                      f"--step-cache-set mag_ratios={path})", soft_wrap=True)
     path = pipe.write(frames, out, fps=request.fps)
     f, h, w = frames.shape[:3]
     audio = getattr(pipe, "audio", None)
@@ -415,57 +419,17 @@ def _step_cache(args):
     """``--step-cache`` and its settings as a policy (None: no cache), checked before loading."""
     from vidax.pipelines import step_cache
 
-    settings = {}
-    for item in args.step_cache_set:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise VidaxError(f"--step-cache-set {item!r}: give KEY=VALUE")
-        settings[key.strip()] = value if key.strip() == "mag_ratios" else _number(key, value)
-    if args.step_cache_threshold is not None:
-        settings["threshold"] = args.step_cache_threshold
     if args.step_cache_calibrate:
-        if args.step_cache != "magcache":
-            raise VidaxError("--step-cache-calibrate measures MagCache's ratios: pass "
-                             "--step-cache magcache with it")
         _check_out(Path(args.step_cache_calibrate), ".json")
-        settings["calibrate"] = True
-    return step_cache.parse(args.step_cache, **settings)
+    return step_cache.from_options(args.step_cache, args.step_cache_threshold,
+                                   args.step_cache_set, bool(args.step_cache_calibrate))
 
 
 def _guidance(args):
-    """``--guidance-window`` / ``--cfg-zero-star`` as a ``base.Guidance`` (None: neither)."""
-    if args.guidance_window is None and args.cfg_zero_star is None:
-        return None
-    from vidax.pipelines.base import Guidance
+    """``--guidance-window`` / ``--cfg-zero-star`` as a ``Guidance`` (None: neither)."""
+    from vidax.pipelines import step_cache
 
-    start, stop = 0.0, 1.0
-    if args.guidance_window is not None:
-        try:
-            start, stop = (float(v) for v in args.guidance_window.split(":"))
-        except ValueError:
-            raise VidaxError(f"--guidance-window {args.guidance_window!r}: give START:STOP, "
-                             "two fractions of the run, e.g. 0:0.8") from None
-    zeroed = args.cfg_zero_star or 0
-    return Guidance(start, stop, zero_star=args.cfg_zero_star is not None,
-                    zero_init_steps=zeroed)
-
-
-def _number(key: str, value: str):
-    try:
-        return int(value) if value.strip().lstrip("-").isdigit() else float(value)
-    except ValueError:
-        raise VidaxError(f"--step-cache-set {key}={value}: not a number") from None
-
-
-def _write_calibration(pipe, path: Path, con) -> None:
-    """MagCache's measured ratios (per sampling loop, per CFG row) as JSON, atomically."""
-    from vidax.demo.common import write_json
-
-    loops = [r.mag_ratios() for r in pipe.sampling_reports]
-    write_json(path, {"mag_ratios": loops[-1], "loops": loops,
-                      "model": pipe.describe(), "steps": len(loops[-1][0])})
-    con.print(f"wrote {path.resolve()}: MagCache's magnitude ratios of this run (pass "
-              f"--step-cache-set mag_ratios={path})", soft_wrap=True)
+    return step_cache.guidance_from_options(args.guidance_window, args.cfg_zero_star)
 
 
 def _check_out(out: Path, suffix: str = ".mp4") -> None:

@@ -36,6 +36,8 @@ def _generate(release, out, *extra):
     (["--step-cache-threshold", "0.1"], "given without a cache kind"),
     (["--step-cache", "first-block", "--step-cache-calibrate", "r.json"], "pass --step-cache "
                                                                          "magcache"),
+    (["--guidance-window", "0:1.5"], "0 <= start <= stop <= 1"),
+    (["--guidance-window", "half"], "give START:STOP"),
 ])
 def test_refused_before_loading(release, tmp_path, capsys, extra, says):
     out = tmp_path / "out.mp4"

@@ -182,9 +182,11 @@ def test_published_teacache_of_these_families():
 
 
 def _stub(model_type: str, variant: str):
-    """What :func:`step_caching.model_key` reads of a pipeline: its module and variant."""
+    """What :func:`step_caching.bind` reads of a pipeline: its module, variant and
+    ``step_cache_key`` (the base's, no size or task suffix)."""
     stub = type("Stub", (), {"__module__": f"vidax.pipelines.{model_type}"})()
     stub.variant = variant
+    stub.step_cache_key = lambda request: step_caching.model_key(stub)
     return stub
 
 

@@ -113,6 +113,8 @@ from vidax.lora import for_release as lora_for_release
 from vidax.nn import step_cache
 from vidax.pipelines import memory, overrides
 from vidax.pipelines import step_cache as step_caching
+from vidax.pipelines.progress import Progress, log_every  # noqa: F401  (the hooks' names)
+from vidax.pipelines.step_cache import Guidance
 from vidax.errors import MemoryEstimateError, NumericalError, VerificationError, VidaxError
 from vidax.sharding import constrain_batch, shard_batch, use_mesh
 from vidax.pipelines.inputs import (RELEASES, check_count, check_frames, check_seed, check_size,
@@ -173,40 +175,6 @@ class Defaults:
     def shift_for(self, size: tuple[int, int]) -> float | None:
         """The default shift at an output size (Wan2.1 i2v changes it at 480p)."""
         return self.shift
-
-
-@dataclass(frozen=True)
-class Guidance:
-    """Cheaper classifier-free guidance, as diffusers' guiders define it: CFG only on the
-    steps ``int(start * steps) <= i < int(stop * steps)`` (``ClassifierFreeGuidance``'s
-    ``start`` / ``stop``; the other steps run the DiT once, on the prompt alone), and
-    CFG-Zero* (``ClassifierFreeZeroStarGuidance``: the unconditional prediction scaled by
-    ``<cond, uncond> / |uncond|^2`` per sample, and a zero velocity on the first
-    ``zero_init_steps`` steps)."""
-
-    start: float = 0.0
-    stop: float = 1.0
-    zero_star: bool = False
-    zero_init_steps: int = 0
-
-    def __post_init__(self):
-        if not 0.0 <= self.start <= self.stop <= 1.0:
-            raise VidaxError(f"the guidance window must satisfy 0 <= start <= stop <= 1, got "
-                             f"start {self.start:g}, stop {self.stop:g}")
-        if self.zero_init_steps < 0 or (self.zero_init_steps and not self.zero_star):
-            raise VidaxError("zero_init_steps counts CFG-Zero*'s zeroed first steps: a "
-                             "non-negative count, with zero_star=True")
-
-    def guided(self, index: int, steps: int) -> bool:
-        return int(self.start * steps) <= index < int(self.stop * steps)
-
-    def describe(self) -> str:
-        parts = []
-        if (self.start, self.stop) != (0.0, 1.0):
-            parts.append(f"CFG on steps [{self.start:g}, {self.stop:g}) of the run")
-        if self.zero_star:
-            parts.append(f"CFG-Zero* ({self.zero_init_steps} zeroed)")
-        return ", ".join(parts)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -290,75 +258,6 @@ class Request:
             return self
         return dataclasses.replace(self, noise=noise_array(noise, self.latent_shape,
                                                            self.noise_layouts))
-
-
-# ----------------------------------------------------------------------------- progress
-def log_every(total: int | None, lines: int = 10) -> int:
-    """Every how many items a log (no terminal) gets a progress line: each item up to
-    ``lines`` items, else ``ceil(total / lines)`` (about ``lines`` lines a phase)."""
-    return 1 if not total or total <= lines else -(-total // lines)
-
-
-class Progress:
-    """Progress bars and one line per finished phase, on a rich console; silent without.
-    Into a log or a pipe (no terminal) there is no live bar: a phase that counts ``unit``\\ s
-    prints a line every :func:`log_every` of them (done/total, elapsed, time per unit since
-    the last line), then its closing line."""
-
-    def __init__(self, console):
-        self.console = console
-
-    def line(self, text: str) -> None:
-        if self.console is not None:
-            self.console.print(text, soft_wrap=True)  # paths stay whole, copy-pastable
-
-    @contextlib.contextmanager
-    def phase(self, description: str, total: int | None = None, unit: str | None = None):
-        """Yields ``advance(n=1, total=None)``; prints ``description: done in X s`` at the
-        end. ``unit`` (``"step"``, ``"chunk"``): what ``advance`` counts, for the log lines."""
-        start = time.perf_counter()
-        if self.console is None or not self.console.is_terminal:
-            yield self._log_advance(description, total, unit, start)
-            self.line(f"{description}: done in {time.perf_counter() - start:.1f} s")
-            return
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn,
-                                   TextColumn, TimeElapsedColumn)
-
-        with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                      MofNCompleteColumn(), TimeElapsedColumn(), console=self.console,
-                      transient=True) as bar:
-            task = bar.add_task(description, total=total)
-
-            def advance(n=1, total=None):
-                if total is not None:
-                    bar.update(task, total=total)
-                bar.advance(task, n)
-
-            yield advance
-        self.line(f"{description}: done in {time.perf_counter() - start:.1f} s")
-
-    def _log_advance(self, description: str, total: int | None, unit: str | None,
-                     start: float):
-        """``advance`` for a log: silent without a console or a ``unit``."""
-        if self.console is None or unit is None:
-            return lambda n=1, total=None: None
-        state = {"done": 0, "total": total, "shown": 0, "at": start}
-
-        def advance(n=1, total=None):
-            if total is not None:
-                state["total"] = total
-            state["done"] += n
-            done, total = state["done"], state["total"]
-            if done % log_every(total) and done != total:
-                return
-            now = time.perf_counter()
-            per = (now - state["at"]) / max(done - state["shown"], 1)
-            state["shown"], state["at"] = done, now
-            of = f"/{total}" if total else ""
-            self.line(f"  {description}: {unit} {done}{of}, {now - start:.1f} s elapsed, "
-                      f"{per:.2f} s/{unit}")
-
-        return advance
 
 
 # ----------------------------------------------------------------------------- the release
@@ -747,12 +646,13 @@ class PipelineBase:
         self.check_guidance(request)
         return request
 
-    def check_guidance(self, request: Request) -> None:
+    @classmethod
+    def check_guidance(cls, request: Request) -> None:
         """A :class:`Guidance` only where the family's DiT runs the ``[cond, uncond]`` pair
         and the prompt alone (:attr:`CHEAPER_GUIDANCE`)."""
-        if request.guidance is not None and not self.CHEAPER_GUIDANCE:
+        if request.guidance is not None and not cls.CHEAPER_GUIDANCE:
             raise VidaxError(
-                f"{self.NAME}: the guidance window and CFG-Zero* (--guidance-window, "
+                f"{cls.NAME}: the guidance window and CFG-Zero* (--guidance-window, "
                 "--cfg-zero-star) are not wired for this family yet (Wan2.1 and Wan2.2 have "
                 "them); its guidance runs on every step")
 

@@ -1,8 +1,10 @@
-"""Step caching as a sampling option (``step_cache=`` / ``--step-cache``): the user's choice
-parsed, bound to the model's published calibration (``vidax/data/step_cache.json``: MagCache's
-magnitude ratios and TeaCache's polynomials, each with its source), and what a sampling loop
-did (:class:`SamplingReport`). The mechanism itself, traced inside the jitted step, is
-:mod:`vidax.nn.step_cache`; docs/step_cache.md says how to choose.
+"""Faster sampling as options of a generation: step caching (``step_cache=`` /
+``--step-cache``: the user's choice parsed, bound to the model's published calibration in
+``vidax/data/step_cache.json`` -- MagCache's magnitude ratios and TeaCache's polynomials, each
+with its source), cheaper guidance (:class:`Guidance`: ``guidance=`` / ``--guidance-window``,
+``--cfg-zero-star``), and what a sampling loop did (:class:`SamplingReport`). The caches'
+mechanism, traced inside the jitted step, is :mod:`vidax.nn.step_cache`; docs/step_cache.md
+says how to choose.
 """
 
 from __future__ import annotations
@@ -17,6 +19,41 @@ import numpy as np
 
 from vidax.errors import VidaxError
 from vidax.nn.step_cache import KINDS, StepCache
+
+
+@dataclasses.dataclass(frozen=True)
+class Guidance:
+    """Cheaper classifier-free guidance, as diffusers' guiders define it: CFG only on the
+    steps ``int(start * steps) <= i < int(stop * steps)`` (``ClassifierFreeGuidance``'s
+    ``start`` / ``stop``; the other steps run the DiT once, on the prompt alone), and
+    CFG-Zero* (``ClassifierFreeZeroStarGuidance``: the unconditional prediction scaled by
+    ``<cond, uncond> / |uncond|^2`` per sample, and a zero velocity on the first
+    ``zero_init_steps`` steps)."""
+
+    start: float = 0.0
+    stop: float = 1.0
+    zero_star: bool = False
+    zero_init_steps: int = 0
+
+    def __post_init__(self):
+        if not 0.0 <= self.start <= self.stop <= 1.0:
+            raise VidaxError(f"the guidance window must satisfy 0 <= start <= stop <= 1, got "
+                             f"start {self.start:g}, stop {self.stop:g}")
+        if self.zero_init_steps < 0 or (self.zero_init_steps and not self.zero_star):
+            raise VidaxError("zero_init_steps counts CFG-Zero*'s zeroed first steps: a "
+                             "non-negative count, with zero_star=True")
+
+    def guided(self, index: int, steps: int) -> bool:
+        return int(self.start * steps) <= index < int(self.stop * steps)
+
+    def describe(self) -> str:
+        parts = []
+        if (self.start, self.stop) != (0.0, 1.0):
+            parts.append(f"CFG on steps [{self.start:g}, {self.stop:g}) of the run")
+        if self.zero_star:
+            parts.append(f"CFG-Zero* ({self.zero_init_steps} zeroed)")
+        return ", ".join(parts)
+
 
 _FIELDS = {f.name for f in dataclasses.fields(StepCache)} - {"kind", "steps"}
 
@@ -51,6 +88,62 @@ def parse(spec, **settings) -> StepCache | None:
     if settings.get("coefficients") is not None:
         settings["coefficients"] = tuple(float(c) for c in settings["coefficients"])
     return StepCache(kind=spec, **settings)
+
+
+def from_options(kind: str, threshold: float | None = None, settings=(),
+                 calibrate: bool = False) -> StepCache | None:
+    """:func:`parse` from the command line's words: ``--step-cache KIND``,
+    ``--step-cache-threshold``, ``--step-cache-set KEY=VALUE`` (each), and
+    ``--step-cache-calibrate`` (MagCache only)."""
+    given = {}
+    for item in settings:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise VidaxError(f"--step-cache-set {item!r}: give KEY=VALUE")
+        given[key] = value if key == "mag_ratios" else _number(key, value)
+    if threshold is not None:
+        given["threshold"] = threshold
+    if calibrate:
+        if kind != "magcache":
+            raise VidaxError("--step-cache-calibrate measures MagCache's ratios: pass "
+                             "--step-cache magcache with it")
+        given["calibrate"] = True
+    return parse(kind, **given)
+
+
+def _number(key: str, value: str):
+    try:
+        return int(value) if value.strip().lstrip("-").isdigit() else float(value)
+    except ValueError:
+        raise VidaxError(f"--step-cache-set {key}={value}: not a number") from None
+
+
+def guidance_from_options(window: str | None, zeroed: int | None) -> Guidance | None:
+    """``--guidance-window START:STOP`` and ``--cfg-zero-star [N]`` as a :class:`Guidance`
+    (None: neither given)."""
+    if window is None and zeroed is None:
+        return None
+    start, stop = 0.0, 1.0
+    if window is not None:
+        try:
+            start, stop = (float(v) for v in window.split(":"))
+        except ValueError:
+            raise VidaxError(f"--guidance-window {window!r}: give START:STOP, two fractions "
+                             "of the run, e.g. 0:0.8") from None
+    return Guidance(start, stop, zero_star=zeroed is not None, zero_init_steps=zeroed or 0)
+
+
+def write_calibration(pipe, path: Path) -> Path:
+    """MagCache's measured ratios of ``pipe``'s last generation (per sampling loop, per CFG
+    row) as JSON, atomically; ``mag_ratios`` is the last loop's, what ``mag_ratios=FILE``
+    reads."""
+    from vidax.demo.common import write_json
+
+    loops = [r.mag_ratios() for r in pipe.sampling_reports]
+    write_json(path, {"mag_ratios": loops[-1], "loops": loops, "model": pipe.describe(),
+                      "steps": len(loops[-1][0])})
+    return path
 
 
 def _ratio_rows(ratios) -> tuple[tuple[float, ...], ...]:
