@@ -636,12 +636,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="merge the LoRAs into the weights at load (default), or keep them "
                         "live (unmerged adapters)")
     s.add_argument("--guidance-window", metavar="START:STOP", default=None,
-                   help="Wan: classifier-free guidance only on the steps from START to STOP "
+                   help="classifier-free guidance only on the steps from START to STOP "
                         "(fractions of the run, as diffusers' guiders; e.g. 0:0.8), the others "
-                        "one DiT pass on the prompt alone")
+                        "one DiT pass on the prompt alone (not LTX-Video, LTX-2: their own "
+                        "guidance)")
     s.add_argument("--cfg-zero-star", metavar="ZEROED_STEPS", type=int, nargs="?", const=0,
                    default=None,
-                   help="Wan: CFG-Zero* (the unconditional prediction rescaled per sample; "
+                   help="CFG-Zero* (the unconditional prediction rescaled per sample; "
                         "optionally the first ZEROED_STEPS steps at zero velocity)")
     s.add_argument("--step-cache", choices=("none", "first-block", "magcache", "taylorseer",
                                             "teacache"), default="none",

@@ -17,7 +17,7 @@ import torch
 import vidax
 from vidax.demo import wan2_1 as demo
 from vidax.errors import VidaxError
-from vidax.pipelines import wan2_1
+from vidax.pipelines import step_cache, wan2_1
 from vidax.pipelines.base import Guidance, PipelineBase
 
 STEPS = 10
@@ -38,8 +38,9 @@ class _Linear(PipelineBase):
 def _vidax(guidance: Guidance, latents: np.ndarray, gain, bias):
     out, guided = [], []
     for index in range(STEPS):
-        inputs = PipelineBase._guided({"guidance_scale": jnp.float32(SCALE), "gain": gain,
-                                       "bias": bias}, guidance, index, STEPS)
+        inputs = step_cache.guided_inputs(_Linear, {"guidance_scale": jnp.float32(SCALE),
+                                                    "gain": gain, "bias": bias},
+                                          guidance, index, STEPS)
         guided.append(inputs["guidance_scale"] is not None)
         out.append(np.asarray(_Linear.velocity(None, jnp.asarray(latents), 0.0, inputs,
                                                jnp.float32)))

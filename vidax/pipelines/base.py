@@ -466,10 +466,12 @@ class PipelineBase:
 
     NAME: ClassVar[str] = "?"
     make_request: ClassVar = None
-    #: Whether :attr:`Request.guidance` applies: the family's ``predict`` takes the
-    #: ``[cond, uncond]`` pair or the prompt alone (``guidance_scale`` None), and its
-    #: ``guide`` is the default's ``uncond + scale (cond - uncond)``.
+    #: Whether :attr:`Request.guidance` applies: the family's ``predict`` takes the pair or
+    #: the prompt alone (``guidance_scale`` None; its inputs of :attr:`PAIRED_INPUTS` cut
+    #: to the prompt's row, :attr:`PROMPT_ROW` of the pair).
     CHEAPER_GUIDANCE: ClassVar[bool] = False
+    PROMPT_ROW: ClassVar[int] = 0
+    PAIRED_INPUTS: ClassVar[tuple[str, ...]] = ()
     to_uint8 = staticmethod(to_uint8)
 
     def __init__(self, release: Release, *, mesh=None, precision: str = "bf16", console=None,
@@ -653,8 +655,9 @@ class PipelineBase:
         if request.guidance is not None and not cls.CHEAPER_GUIDANCE:
             raise VidaxError(
                 f"{cls.NAME}: the guidance window and CFG-Zero* (--guidance-window, "
-                "--cfg-zero-star) are not wired for this family yet (Wan2.1 and Wan2.2 have "
-                "them); its guidance runs on every step")
+                "--cfg-zero-star) are not wired for this family: its guidance is not one "
+                "[cond, uncond] pair (LTX-Video: its own per-step guidance lists and CFG-star; "
+                "LTX-2: its guiders)")
 
     def resolve(self, request: Request, draws=None) -> Request:
         """The request for the loaded release, with explicit ``draws`` (a family's
@@ -687,22 +690,25 @@ class PipelineBase:
     @classmethod
     def velocity(cls, model, latents, t, inputs, compute_dtype):
         """What the scheduler steps with: ``predict`` on the latents, or with
-        ``inputs["guidance_scale"]`` on the ``[cond, uncond]`` pair, combined by ``guide``;
-        with ``inputs["zero_star"]`` (a bool: this step is zeroed) CFG-Zero*."""
+        ``inputs["guidance_scale"]`` on the ``[cond, uncond]`` pair, combined by
+        :meth:`guided`; CFG-Zero*'s zeroed first steps with ``inputs["zero_star"]``."""
         scale = inputs.get("guidance_scale")
         if scale is None:
             flow = cls.predict(model, latents, t, inputs, compute_dtype)
         else:
             flow = cls.predict(model, cfg_pair(latents), t, inputs, compute_dtype)
-            cond, uncond = flow[:1], flow[1:]
-            if "zero_star" in inputs:   # CFG-Zero*: uncond scaled by <c, u> / |u|^2
-                c, u = cond.reshape(1, -1), uncond.reshape(1, -1)
-                alpha = (c * u).sum(-1) / ((u * u).sum(-1) + 1e-8)
-                uncond = uncond * alpha.reshape((1,) + (1,) * (uncond.ndim - 1))
-            flow = cls.guide(cond, uncond, scale)
-        if "zero_star" in inputs:   # its zero-initialised first steps
-            flow = jnp.where(inputs["zero_star"], jnp.zeros_like(flow), flow)
-        return flow
+            flow = cls.guided(flow[:1], flow[1:], scale, inputs)
+        return step_caching.zero_init(flow, inputs)
+
+    @classmethod
+    def guided(cls, first, second, scale, inputs):
+        """``guide`` on the pair's rows in the family's order (:attr:`PROMPT_ROW` is the
+        prompt's), the unconditional one rescaled first under CFG-Zero*."""
+        if "zero_star" in inputs and cls.PROMPT_ROW == 0:
+            second = step_caching.zero_star(first, second)
+        elif "zero_star" in inputs:
+            first = step_caching.zero_star(second, first)
+        return cls.guide(first, second, scale)
 
     def denoise(self, request: Request, run: Run) -> jax.Array:
         """The sampling loop: one jitted step per scheduler timestep (latents, scheduler state
@@ -723,7 +729,8 @@ class PipelineBase:
             for index, t in enumerate(scheduler.timesteps):
                 start = time.perf_counter()
                 (graphdef, params), timestep, inputs = self.step_inputs(request, run, index, t)
-                inputs = self._guided({**run.inputs, **inputs}, request.guidance, index, steps)
+                inputs = step_caching.guided_inputs(type(self), {**run.inputs, **inputs},
+                                                    request.guidance, index, steps)
                 args = (type(self), scheduler.step, graphdef, self.precision.dit_compute, cache,
                         params, latents, state, jnp.int32(index), timestep, inputs)
                 if cache is not None and states_for != id(params):
@@ -751,18 +758,6 @@ class PipelineBase:
         self.sampling_reports.append(report)
         self._progress.line(f"  {report.summary()}")
         return latents
-
-    @staticmethod
-    def _guided(inputs: dict, guidance: Guidance | None, index: int, steps: int) -> dict:
-        """The step's inputs under :class:`Guidance`: no ``guidance_scale`` (the prompt
-        alone) outside its window, CFG-Zero*'s flag."""
-        if guidance is None or inputs.get("guidance_scale") is None:
-            return inputs
-        if not guidance.guided(index, steps):
-            inputs = {**inputs, "guidance_scale": None}
-        if guidance.zero_star:
-            inputs = {**inputs, "zero_star": jnp.bool_(index < guidance.zero_init_steps)}
-        return inputs
 
     def _fresh_cache_states(self, args) -> list:
         """Zero step-cache states for the step ``args`` (their shapes traced, not compiled),

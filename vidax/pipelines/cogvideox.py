@@ -315,6 +315,9 @@ class CogVideoXPipeline(PipelineBase):
     :func:`make_request`'s; :meth:`sample` also takes explicit :class:`Draws`."""
 
     NAME = "CogVideoX"
+    CHEAPER_GUIDANCE = True
+    PROMPT_ROW = 1   # diffusers' [negative, prompt]
+    PAIRED_INPUTS = ("context",)
     make_request = staticmethod(make_request)
     to_uint8 = staticmethod(to_uint8)
 

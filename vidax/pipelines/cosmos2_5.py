@@ -362,6 +362,8 @@ class Cosmos25Pipeline(PipelineBase):
     options are :func:`make_request`'s."""
 
     NAME = "Cosmos-Predict2.5"
+    CHEAPER_GUIDANCE = True
+    PAIRED_INPUTS = ("context",)
     make_request = staticmethod(make_request)
 
     def describe(self) -> str:

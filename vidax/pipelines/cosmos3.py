@@ -65,6 +65,7 @@ from vidax.errors import VidaxError
 from vidax.models.cosmos3.config import Cosmos3DiTConfig
 from vidax.models.wan2_2.config import vae_config_from_diffusers
 from vidax.pipelines import base, cosmos2_5
+from vidax.pipelines import step_cache as step_caching
 from vidax.pipelines.base import Defaults, Needed, Part, PipelineBase, Run, find_files, open_folder
 # One DiT, the inputs choose the task, as Cosmos-Predict2.5's: its tasks, conditioning frames
 # (image 1, video 2 latent frames), request (the conditioning pixels) and input readers.
@@ -360,6 +361,7 @@ class Cosmos3Pipeline(PipelineBase):
     :func:`make_request`'s."""
 
     NAME = "Cosmos3"
+    CHEAPER_GUIDANCE = True   # its two DiT calls: the second left out
     make_request = staticmethod(make_request)
 
     def setup(self) -> None:
@@ -419,9 +421,9 @@ class Cosmos3Pipeline(PipelineBase):
         cond = cls.predict(model, latents, t, inputs, compute_dtype)
         scale = inputs.get("guidance_scale")
         if scale is None:
-            return cond
+            return step_caching.zero_init(cond, inputs)
         uncond = cls.predict(model, latents, t, inputs, compute_dtype, kv="negative_kv")
-        return cls.guide(cond, uncond, scale)
+        return step_caching.zero_init(cls.guided(cond, uncond, scale, inputs), inputs)
 
 
 Pipeline = Cosmos3Pipeline

@@ -253,6 +253,8 @@ class HunyuanVideoPipeline(PipelineBase):
     DiT's weights in the policy's compute dtype); options are :func:`make_request`'s."""
 
     NAME = "HunyuanVideo"
+    CHEAPER_GUIDANCE = True   # on true CFG's [prompt, negative] pair
+    PAIRED_INPUTS = ("text", "text_mask", "pooled")
     make_request = staticmethod(make_request)
 
     def setup(self) -> None:

@@ -407,6 +407,8 @@ class HunyuanVideo15Pipeline(PipelineBase):
     options are :func:`make_request`'s."""
 
     NAME = "HunyuanVideo-1.5"
+    CHEAPER_GUIDANCE = True
+    PAIRED_INPUTS = ("text", "text_mask", "byt5", "byt5_mask", "vision")
     make_request = staticmethod(make_request)
 
     def param_dtype(self, component: str):

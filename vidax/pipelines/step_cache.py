@@ -15,6 +15,7 @@ import json
 from importlib import resources
 from pathlib import Path
 
+import jax.numpy as jnp
 import numpy as np
 
 from vidax.errors import VidaxError
@@ -53,6 +54,39 @@ class Guidance:
         if self.zero_star:
             parts.append(f"CFG-Zero* ({self.zero_init_steps} zeroed)")
         return ", ".join(parts)
+
+
+def guided_inputs(family, inputs: dict, guidance: Guidance | None, index: int,
+                  steps: int) -> dict:
+    """Step ``index``'s inputs under ``guidance``: outside its window no ``guidance_scale``
+    and the ``family``'s paired inputs (``PAIRED_INPUTS``) cut to the prompt's row
+    (``PROMPT_ROW``), so its DiT runs on the prompt alone; CFG-Zero*'s flag of a zeroed
+    step."""
+    if guidance is None or inputs.get("guidance_scale") is None:
+        return inputs
+    if not guidance.guided(index, steps):
+        row = family.PROMPT_ROW
+        inputs = {**inputs, "guidance_scale": None,
+                  **{k: inputs[k][row:row + 1] for k in family.PAIRED_INPUTS
+                     if inputs.get(k) is not None}}
+    if guidance.zero_star:
+        inputs = {**inputs, "zero_star": jnp.bool_(index < guidance.zero_init_steps)}
+    return inputs
+
+
+def zero_star(cond, uncond):
+    """CFG-Zero*'s unconditional prediction: scaled by ``<cond, uncond> / (|uncond|^2 +
+    1e-8)`` per sample (diffusers' ``cfg_zero_star_scale``)."""
+    c, u = cond.reshape(cond.shape[0], -1), uncond.reshape(uncond.shape[0], -1)
+    alpha = (c * u).sum(-1) / ((u * u).sum(-1) + 1e-8)
+    return uncond * alpha.reshape(alpha.shape + (1,) * (uncond.ndim - 1))
+
+
+def zero_init(flow, inputs: dict):
+    """CFG-Zero*'s zero velocity on its first steps (``inputs["zero_star"]``)."""
+    if "zero_star" not in inputs:
+        return flow
+    return jnp.where(inputs["zero_star"], jnp.zeros_like(flow), flow)
 
 
 _FIELDS = {f.name for f in dataclasses.fields(StepCache)} - {"kind", "steps"}

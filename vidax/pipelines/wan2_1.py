@@ -339,6 +339,7 @@ class WanPipeline(PipelineBase):
 
     NAME = "Wan2.1"
     CHEAPER_GUIDANCE = True
+    PAIRED_INPUTS = ("context",)
     make_request = staticmethod(make_request)
 
     def param_dtype(self, component: str):
