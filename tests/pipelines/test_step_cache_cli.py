@@ -37,6 +37,9 @@ def _generate(release, out, *extra):
     (["--step-cache", "first-block", "--step-cache-calibrate", "r.json"], "pass --step-cache "
                                                                          "magcache"),
     (["--guidance-window", "0:1.5"], "0 <= start <= stop <= 1"),
+    (["--step-cache", "taylorseer", "--step-cache-set", "interval=0"], "interval must be a "
+                                                                        "whole number >= 1"),
+    (["--step-cache", "taylorseer", "--step-cache-set", "order=1.5"], "order must be a whole"),
     (["--guidance-window", "half"], "give START:STOP"),
 ])
 def test_refused_before_loading(release, tmp_path, capsys, extra, says):

@@ -47,14 +47,6 @@ class Guidance:
     def guided(self, index: int, steps: int) -> bool:
         return int(self.start * steps) <= index < int(self.stop * steps)
 
-    def describe(self) -> str:
-        parts = []
-        if (self.start, self.stop) != (0.0, 1.0):
-            parts.append(f"CFG on steps [{self.start:g}, {self.stop:g}) of the run")
-        if self.zero_star:
-            parts.append(f"CFG-Zero* ({self.zero_init_steps} zeroed)")
-        return ", ".join(parts)
-
 
 def guided_inputs(family, inputs: dict, guidance: Guidance | None, index: int,
                   steps: int) -> dict:
@@ -121,7 +113,21 @@ def parse(spec, **settings) -> StepCache | None:
         settings["mag_ratios"] = _ratio_rows(settings["mag_ratios"])
     if settings.get("coefficients") is not None:
         settings["coefficients"] = tuple(float(c) for c in settings["coefficients"])
+    for name, least in _COUNTS.items():
+        value = settings.get(name)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                  or value < least):
+            raise VidaxError(f"step-cache setting {name} must be a whole number >= {least}, "
+                             f"got {value!r}")
+    ratio = settings.get("retention_ratio")
+    if ratio is not None and not 0 <= ratio <= 1:
+        raise VidaxError(f"step-cache setting retention_ratio must be in [0, 1], got {ratio}")
     return StepCache(kind=spec, **settings)
+
+
+#: The whole-number settings and their least values.
+_COUNTS = {"max_skip_steps": 0, "interval": 1, "warmup_steps": 0, "cooldown_step": 0,
+           "order": 0, "compute_first": 0, "compute_last": 0}
 
 
 def from_options(kind: str, threshold: float | None = None, settings=(),
