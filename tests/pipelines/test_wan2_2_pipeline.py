@@ -456,3 +456,25 @@ def test_memory_is_checked_before_loading(releases, monkeypatch):
                                     frames=frames or FRAMES, size=given or size)
 
         check_before_loading(wan, releases[task].folder, make, monkeypatch)
+
+
+# ----------------------------------------------------------------------------- step caching
+def test_a_step_cache_starts_afresh_on_the_other_expert(pipes):
+    """The low-noise expert's first step computes (its own cache states, as diffusers keeps
+    one state per transformer); a threshold no change reaches skips every other step; at
+    threshold 0 the run is the uncached one bit for bit."""
+    from vidax.pipelines import step_cache
+
+    pipe = pipes["t2v"]
+    options = dict(frames=FRAMES, size=A14B_SIZE, steps=8, seed=0)
+    plain = pipe.sample(PROMPT, **options)
+    switch = pipe.expert_log.index(wan.LOW)
+    assert 0 < switch < 8
+    skipping = pipe.sample(PROMPT, step_cache=step_cache.parse("first-block", threshold=1e9),
+                           **options)
+    ran = pipe.sampling_reports[-1].computed.any((1, 2)).tolist()
+    assert ran == [i in (0, switch) for i in range(8)], (ran, switch)
+    assert np.isfinite(skipping).all() and not np.array_equal(skipping, plain)
+    exact = pipe.sample(PROMPT, step_cache=step_cache.parse("first-block", threshold=0.0),
+                        **options)
+    assert pipe.sampling_reports[-1].computed.all() and np.array_equal(exact, plain)
