@@ -421,18 +421,24 @@ class _Loaded(Exception):
     pass
 
 
-def _fake_family(calls, *, fits=True):
+def _fake_family(calls, *, fits=True, options=None):
+    options = {} if options is None else options
+
     class Pipeline:
         @classmethod
         def check_memory(cls, release, request, *, mesh=None, precision="bf16", enforce=True,
-                         quantized=None):
+                         quantized=None, offload=None, max_device_memory=None, quantize=None):
             calls.append(("check_memory", release, request, mesh, precision))
+            options.update(offload=offload, max_device_memory=max_device_memory,
+                           quantize=quantize)
             if enforce and not fits:
                 raise VidaxError("the request needs 99 GiB; the device has 16 GiB")
+            return types.SimpleNamespace(offload="block" if offload == "auto" else offload)
 
         @classmethod
         def from_release(cls, release, **kwargs):
             calls.append(("from_release",))
+            options.update(loaded=kwargs)
             raise _Loaded
 
     return types.SimpleNamespace(
@@ -462,6 +468,33 @@ def test_memory_check_before_loading(tmp_path, capsys, monkeypatch, fits):
     with pytest.raises(_Loaded):   # the request is still checked; an unfit one is not refused
         cli.main([*argv, "--skip-memory-check", "--debug"])
     assert [c[0] for c in calls] == ["check_memory", "from_release"]
+
+
+def test_offload_quantize_and_budget_reach_the_plan_and_the_load(tmp_path, capsys,
+                                                                  monkeypatch):
+    """``--offload`` (default auto), ``--max-device-memory`` and ``--quantize`` go to the
+    memory plan; the load takes the mode the plan chose (auto: the fake's "block"), said in
+    one line; a malformed size is one error before anything loads."""
+    from vidax import pipelines
+
+    calls, seen = [], {}
+    monkeypatch.setattr(pipelines, "family",
+                        lambda model_type: _fake_family(calls, options=seen))
+    argv = _generate(tmp_path)
+    with pytest.raises(_Loaded):
+        cli.main([*argv, "--max-device-memory", "24GiB", "--quantize", "fp8", "--debug"])
+    assert seen["offload"] == "auto" and seen["max_device_memory"] == 24 * 2**30
+    assert seen["quantize"] == "fp8"
+    loaded = seen["loaded"]
+    assert (loaded["offload"], loaded["max_device_memory"], loaded["quantize"]) == (
+        "block", 24 * 2**30, "fp8")
+    assert "offload: block" in capsys.readouterr().out
+    with pytest.raises(_Loaded):
+        cli.main([*argv, "--offload", "model", "--debug"])
+    assert seen["loaded"]["offload"] == "model" and seen["loaded"]["quantize"] is None
+    calls.clear()
+    assert cli.main([*argv, "--max-device-memory", "lots"]) == 1
+    assert "max_device_memory 'lots'" in capsys.readouterr().err and calls == []
 
 
 

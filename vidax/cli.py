@@ -308,12 +308,14 @@ def cmd_generate(args) -> int:
     import warnings
 
     from vidax import pipelines
+    from vidax.pipelines import offload
+    from vidax.pipelines.inputs import check_out
 
     con = _console()
     start = time.perf_counter()
     family = pipelines.family(args.model_type)
     out = Path(args.out)
-    _check_out(out)
+    check_out(out)
     mesh = None
     if args.mesh:
         from vidax import sharding
@@ -359,7 +361,7 @@ def cmd_generate(args) -> int:
                 raise VidaxError("--audio-out writes the sound --no-audio leaves out; pass one")
             extra["audio"] = not args.no_audio
         if args.audio_out:
-            _check_out(Path(args.audio_out), ".wav")
+            check_out(Path(args.audio_out), ".wav")
         if args.video is not None:
             extra["video"] = args.video
         if args.distill is not None:
@@ -389,11 +391,20 @@ def cmd_generate(args) -> int:
         # is read (an estimate: --skip-memory-check, for a user who knows better, still runs
         # the request's checks and only skips the refusal).
         check = not args.skip_memory_check
-        family.Pipeline.check_memory(release, request, mesh=mesh, precision=args.precision,
-                                     enforce=check, quantized=args.quantized)
+        budget = (None if args.max_device_memory is None
+                  else offload.parse_bytes(args.max_device_memory))
+        planned = family.Pipeline.check_memory(
+            release, request, mesh=mesh, precision=args.precision, enforce=check,
+            quantized=args.quantized, offload=args.offload, max_device_memory=budget,
+            quantize=args.quantize)
+        if args.offload == "auto" and planned.offload != "none":
+            con.print(f"offload: {planned.offload} (the weights do not fit the devices "
+                      f"otherwise; --offload none to refuse instead)", soft_wrap=True)
         pipe = family.Pipeline.from_release(release, mesh=mesh, precision=args.precision,
                                             console=con, quantized=args.quantized,
-                                            loras=loras, lora_mode=args.lora_mode)
+                                            loras=loras, lora_mode=args.lora_mode,
+                                            offload=planned.offload, max_device_memory=budget,
+                                            quantize=args.quantize)
         frames = pipe(request=request, memory_check=check)
         if args.step_cache_calibrate:
             from vidax.pipelines import step_cache
@@ -418,9 +429,10 @@ def cmd_generate(args) -> int:
 def _step_cache(args):
     """``--step-cache`` and its settings as a policy (None: no cache), checked before loading."""
     from vidax.pipelines import step_cache
+    from vidax.pipelines.inputs import check_out
 
     if args.step_cache_calibrate:
-        _check_out(Path(args.step_cache_calibrate), ".json")
+        check_out(Path(args.step_cache_calibrate), ".json")
     return step_cache.from_options(args.step_cache, args.step_cache_threshold,
                                    args.step_cache_set, bool(args.step_cache_calibrate))
 
@@ -430,47 +442,6 @@ def _guidance(args):
     from vidax.pipelines import step_cache
 
     return step_cache.guidance_from_options(args.guidance_window, args.cfg_zero_star)
-
-
-def _check_out(out: Path, suffix: str = ".mp4") -> None:
-    """``generate --out`` (``--audio-out``: ``suffix`` ".wav"): a file that can be written,
-    checked before anything loads: its folder exists and takes a new file (tried, as the
-    permission bits do not tell for root or a read-only mount), and the name is not a folder or
-    something else than a file."""
-    option, article = {".mp4": ("--out", "an"), ".wav": ("--audio-out", "a"),
-                       ".json": ("--step-cache-calibrate", "a")}[suffix]
-    if out.suffix.lower() != suffix:
-        raise VidaxError(f"{option} {out}: the output must be {article} {suffix} file")
-    try:
-        _try_out(out, option, suffix)
-    except OSError as e:  # a name too long, a folder nobody may write in, ...
-        raise VidaxError(f"{option} {out}: cannot write there ({e.strerror or e}); name "
-                         f"{article} {suffix} in a folder you can write to") from None
-
-
-def _try_out(out: Path, option: str, suffix: str) -> None:
-    import tempfile
-
-    if out.is_dir():
-        raise VidaxError(f"{option} {out}: that is a folder; name the {suffix} file to write")
-    if out.exists() and not out.is_file():
-        raise VidaxError(f"{option} {out}: exists and is not a regular file; name a {suffix} "
-                         "file")
-    folder = out.parent
-    if not folder.is_dir():
-        what = "is not a folder" if folder.exists() else "does not exist"
-        raise VidaxError(f"{option} {out}: the folder {folder} {what}")
-    if out.exists():
-        # Replaced or rewritten in place: the folder and the file must both take it.
-        fd, probe = tempfile.mkstemp(dir=folder, prefix=".vidax-write-check-")
-        os.close(fd)
-        os.unlink(probe)
-        if not os.access(out, os.W_OK):
-            raise PermissionError(13, "the file is read-only")
-    else:
-        with open(out, "xb"):  # the very name: too long, not allowed there, ...
-            pass
-        out.unlink()
 
 
 def cmd_convert(args) -> int:
@@ -620,6 +591,19 @@ def build_parser() -> argparse.ArgumentParser:
                         "its weights quantized on the device (fp8, and GGUF's Q8_0 as int8 + "
                         "scales) or dequantize them at load; default: keep fp8, dequantize "
                         "GGUF (docs/loading_weights.md)")
+    s.add_argument("--quantize", choices=("fp8", "int8"), default=None,
+                   help="quantize the DiT's Linear weights at load (per output channel), so "
+                        "a bf16/fp32 release holds about half the memory; compute stays in "
+                        "the --precision dtype (docs/memory.md)")
+    s.add_argument("--offload", choices=("auto", "none", "model", "block"), default="auto",
+                   help="where the weights live between uses (docs/memory.md): none (all on "
+                        "the devices), model (host memory, each component on the devices for "
+                        "its phase), block (model, and the DiT's blocks streamed in a block "
+                        "ahead of their use); auto (default): the first that fits")
+    s.add_argument("--max-device-memory", metavar="SIZE", default=None,
+                   help="plan to at most SIZE of device memory (e.g. 24GiB, 80GB): the "
+                        "memory check and --offload auto use it instead of what the devices "
+                        "report")
     s.add_argument("--lora", metavar="FILE[:STRENGTH][@high|@low]", action="append",
                    help="a LoRA for the DiT (repeatable; strength default 1; @high / @low: "
                         "the Wan2.2 A14B expert it is for); every format vidax reads and how "

@@ -36,10 +36,16 @@ from flax import nnx
 from vidax import registry
 from vidax import sharding as _sharding
 from vidax.errors import MappingError, VerificationError, VidaxError
+from vidax.nn import offload
 from vidax.nn.quant import QArray
 from vidax.sharding import PartitionRules
 from vidax.translator import converter
 from vidax.translator import quant
+from vidax.translator import quantize as _quantize
+from vidax.translator.quantize import keeps_quantized  # noqa: F401  (memory.py uses it here)
+from vidax.translator.quantize import q8_0_linear as _q8_0_linear
+from vidax.translator.quantize import scale_sharding as _scale_sharding
+from vidax.translator.quantize import stays_fp8 as _stays_fp8
 from vidax.translator import verify as _verify
 from vidax.translator.io import Checkpoint, converted, gguf, open_checkpoint
 from vidax.translator.mapping import Plan, PrefixView, Source, Target, TensorInfo, scale_rows
@@ -127,7 +133,7 @@ def load(model_type: str, component: str, checkpoint, *,
          variant: str | None = None, config=None, dtype=None, mesh=None,
          layout: str | None = None, rules: PartitionRules | None = None,
          progress: Progress | None = None, quantized: str | None = None,
-         loras=None, lora_mode: str = "merge") -> nnx.Module:
+         loras=None, lora_mode: str = "merge", quantize: str | None = None) -> nnx.Module:
     """The model with the checkpoint's weights, verified 1:1 first (raises on mismatch).
 
     ``checkpoint``: a file or folder of the authors' release, a folder written by
@@ -149,6 +155,10 @@ def load(model_type: str, component: str, checkpoint, *,
     inside each layer; ``dtype`` casts the rest); ``"dequantize"`` -- every weight becomes
     floats (``dtype``, else the scale's float32; fp8 and Q8_0 data are placed as stored and
     dequantized on the device); default (None): keep fp8, dequantize GGUF.
+    ``quantize``: ``"int8"`` or ``"fp8"`` quantizes every float Linear kernel of at least 2**14
+    values as it is placed (one float32 scale per output channel; a ``QArray``, dequantized
+    in each layer) -- the rest stays float (``dtype``), stored-quantized weights as
+    ``quantized`` says (``vidax.translator.quantize``; default None: no quantizing).
     ``loras``: LoRA files to apply (paths, ``"FILE[:STRENGTH]"``, ``(path, strength)``
     pairs, ``vidax.lora.LoraSpec``), merged into the weights or kept live (``lora_mode``);
     each is read and mapped onto the model before any weight is placed (``vidax.lora``).
@@ -161,7 +171,7 @@ def load(model_type: str, component: str, checkpoint, *,
     return load_with_report(model_type, component, checkpoint, variant=variant, config=config,
                             dtype=dtype, mesh=mesh, layout=layout, rules=rules,
                             progress=progress, quantized=quantized, loras=loras,
-                            lora_mode=lora_mode)[0]
+                            lora_mode=lora_mode, quantize=quantize)[0]
 
 
 @contextlib.contextmanager
@@ -204,8 +214,11 @@ def load_with_report(model_type: str, component: str, checkpoint, *,
                      variant: str | None = None, config=None, dtype=None, mesh=None,
                      layout: str | None = None, rules: PartitionRules | None = None,
                      progress: Progress | None = None, quantized: str | None = None,
-                     loras=None, lora_mode: str = "merge") -> tuple[nnx.Module, _verify.Report]:
-    """``load``, also returning the verification report (what matched, what was ignored)."""
+                     loras=None, lora_mode: str = "merge", host=None,
+                     quantize: str | None = None) -> tuple[nnx.Module, _verify.Report]:
+    """``load``, also returning the verification report (what matched, what was ignored).
+    ``host(name) -> bool``: which parameters (by Flax path) go to host memory once placed,
+    one at a time, so the device never holds them all (``vidax.nn.offload``)."""
     from vidax import dtypes
 
     if dtype is not None:
@@ -213,6 +226,7 @@ def load_with_report(model_type: str, component: str, checkpoint, *,
     if quantized not in QUANTIZED_MODES:
         raise VidaxError(f"quantized={quantized!r}: choose one of "
                          f"{', '.join(repr(m) for m in QUANTIZED_MODES)}")
+    _quantize.check_mode(quantize)
     with _verified(model_type, component, checkpoint, variant=variant, config=config,
                    layout=layout) as (spec, config, report, plan, view):
         source = report.source
@@ -223,6 +237,7 @@ def load_with_report(model_type: str, component: str, checkpoint, *,
         abstract = _verify.abstract_model(spec.model_class(), config)
         graphdef, state = nnx.split(abstract)
         flat = nnx.to_flat_state(state)
+        to_quantize = _quantize.chosen(abstract, plan, view, quantize)
         names = [".".join(str(p) for p in path) for path, _ in flat]
         for name in names:
             if name not in plan.targets:
@@ -263,6 +278,14 @@ def load_with_report(model_type: str, component: str, checkpoint, *,
 
         def place_one(name: str) -> tuple[jax.Array | None, _Count]:
             target = plan.targets[name]
+            if name in to_quantize:       # a float copy and its codes: one weight's, in the slot
+                with copy_slot:
+                    kept, bad = _quantize.quantized_host(target, view, quantize)
+                    if kept is None or bad_seen.is_set():
+                        bad_seen.set()
+                        return None, _Count(bad, int(np.prod(target.shape)), False)
+                    return _place_quantized(kept, None if shardings is None
+                                            else shardings[name], bad_seen)
             kept, keep = _quantized_host(target, view, quantized, dtype)
             if kept is not None:
                 with copy_slot if len(target.sources) > 1 else contextlib.nullcontext():
@@ -297,7 +320,7 @@ def load_with_report(model_type: str, component: str, checkpoint, *,
         total = len(plan.targets)
         leaves, counts = [], {}
         with ThreadPoolExecutor(PLACEMENT_THREADS, thread_name_prefix="vidax-place") as pool:
-            arrays = pool.map(place_one, names)
+            arrays = pool.map(place_one if host is None else _to_host(place_one, host), names)
             for done, ((path, var), name, (array, count)) in enumerate(
                     zip(flat, names, arrays), 1):
                 leaves.append((path, var.replace(array) if array is not None else None))
@@ -307,6 +330,9 @@ def load_with_report(model_type: str, component: str, checkpoint, *,
         _check_finite(counts, plan, view, source, dtype, total)
         report.kept_quantized = sum(isinstance(v.get_value(), QArray) for _, v in leaves
                                     if v is not None)
+        if to_quantize:
+            report.quantization = "; ".join(filter(None, (report.quantization, (
+                f"{len(to_quantize)} weights quantized to {quantize} at load"))))
         model = nnx.merge(graphdef, nnx.from_flat_state(leaves))
         if adapters is not None:
             report.loras = _lora.apply(model, spec.model_type, spec.component, None,
@@ -314,31 +340,18 @@ def load_with_report(model_type: str, component: str, checkpoint, *,
         return model, report
 
 
+def _to_host(place_one, host):
+    """``place_one``, its placed array moved to host memory where ``host(name)``."""
+    def place(name: str):
+        array, count = place_one(name)
+        if array is not None and host(name):
+            array = jax.block_until_ready(offload.to_host(array))
+        return array, count
+    return place
+
+
 #: The ``quantized=`` choices of :func:`load` (None: keep fp8, dequantize GGUF).
 QUANTIZED_MODES = (None, "keep", "dequantize")
-
-
-def _stays_fp8(target: Target, view: Mapping, mode: str | None) -> bool:
-    """Whether a plain fp8 weight (stored float8, no scale) skips the load's cast: it is
-    placed as stored, and each layer casts it as it reads it."""
-    return (mode != "dequantize" and not target.scaled and target.cast is None
-            and str(target.stored_dtype).startswith("float8") and len(target.shape) >= 2)
-
-
-def _q8_0_linear(target: Target, view: Mapping) -> bool:
-    """Whether a target is one GGUF Q8_0 Linear weight, whose blocks can be placed as stored."""
-    ref = view[target.sources[0].key]
-    return (getattr(ref, "quant", None) == "Q8_0" and hasattr(ref, "q8_0_blocks")
-            and len(target.sources) == 1 and target.sources[0].axis is None
-            and target.layout == "linear" and target.reshape is None and target.cast is None)
-
-
-def keeps_quantized(target: Target, view: Mapping, mode: str | None) -> bool:
-    """Whether :func:`load` with ``quantized=mode`` holds this weight on the device as stored
-    (fp8 with its scales, plain fp8, Q8_0 blocks with ``"keep"``): what the memory estimate
-    counts at the stored size (``vidax.pipelines.memory.held_bytes``)."""
-    return ((target.scaled and mode != "dequantize") or _stays_fp8(target, view, mode)
-            or (mode == "keep" and _q8_0_linear(target, view)))
 
 
 def _quantized_host(target: Target, view: Mapping, mode: str | None, dtype):
@@ -391,22 +404,6 @@ def _place_quantized(kept, sharding, bad_seen) -> tuple[QArray | None, _Count]:
             block, fmt)
     jax.block_until_ready(placed)
     return placed, count
-
-
-def _scale_sharding(sharding, data_shape, scale_shape):
-    """The sharding of a quantized weight's scale: the data's partitioning on each trailing
-    axis the scale spans at full or block-divided length (where it divides evenly), else
-    replicated on it."""
-    from jax.sharding import NamedSharding, PartitionSpec
-
-    spec = tuple(sharding.spec) + (None,) * (len(data_shape) - len(sharding.spec))
-    out = []
-    for i, n in enumerate(scale_shape):
-        axis = spec[len(data_shape) - len(scale_shape) + i]
-        names = () if axis is None else (axis if isinstance(axis, tuple) else (axis,))
-        ways = int(np.prod([sharding.mesh.shape[a] for a in names])) if names else 1
-        out.append(axis if n > 1 and n % ways == 0 else None)
-    return NamedSharding(sharding.mesh, PartitionSpec(*out))
 
 
 def _read_whole(ref) -> np.ndarray:

@@ -32,6 +32,7 @@ import numpy as np
 from flax import nnx
 
 from vidax.errors import VidaxError
+from vidax.nn import offload
 from vidax.nn.lora import LoraArray, LoraDelta, base_value, combined
 from vidax.nn.quant import QArray
 from vidax.translator.lora import LoraError, LoraFile, LoraPlan, plan_lora, read_lora
@@ -294,8 +295,9 @@ def _apply(model: nnx.Module, prepared: Prepared, mode: str) -> Applied:
         strengths = jnp.asarray([spec.strength for spec, _ in by_path[name]], jnp.float32)
         if mode == "live":
             var.set_value(LoraArray(value, deltas, put(np.asarray(strengths))))
-        else:
-            var.set_value(_merged(value, deltas, strengths))
+        else:  # a weight kept in host memory (--offload) is merged on the device
+            merged = _merged(offload.to_device(value), deltas, strengths)
+            var.set_value(offload.to_host(merged) if offload.held_on_host(value) else merged)
     return Applied(mode, prepared.summary(), len(by_path))
 
 

@@ -188,6 +188,33 @@ def test_step_cache_on_a_mesh_matches_one_device(release, spec, kind, settings):
     assert diff <= 1e-4 * expected.std()
 
 
+def test_block_offload_on_a_mesh_is_the_resident_mesh_run(release):
+    """``offload="block"`` on a mesh: the DiT's blocks lie in host memory in the shardings
+    the resident load gives them (fsdp / tp splits kept), the rest on the devices, and the
+    sampled latents are the resident mesh run's bit for bit."""
+    import jax
+    from flax import nnx
+
+    from vidax.nn import offload
+
+    mesh = sharding.make_mesh("sp=4,fsdp=2")
+    resident = _pipeline(release, mesh)
+    expected = resident.sample(demo.PROMPT, **OPTIONS)
+    pipe = wan2_1.Pipeline.from_release(release, mesh=mesh, precision="fp32", offload="block")
+    placed = dict(nnx.to_flat_state(nnx.state(pipe.dit)))
+    split = 0
+    for path, var in nnx.to_flat_state(nnx.state(resident.dit)):
+        ours, theirs = placed[path].get_value(), var.get_value()
+        assert offload.on_host(ours) == (path[0] == "blocks"), path
+        assert ours.sharding.with_memory_kind("device").is_equivalent_to(theirs.sharding,
+                                                                           ours.ndim), path
+        split += not theirs.sharding.is_fully_replicated
+    assert split   # the comparison saw split weights
+    latents = pipe.sample(demo.PROMPT, **OPTIONS)
+    assert np.array_equal(latents, expected), float(np.abs(latents - expected).max())
+    assert jax.tree.leaves(pipe._offloaded) and not pipe._resident
+
+
 def _replicate_everything(model):
     return sharding.PartitionRules(name="replicated", min_shard_bytes=2 ** 62, fsdp=False)
 

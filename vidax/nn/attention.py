@@ -17,6 +17,11 @@ chosen automatically; the automatic choice is logged once per kind of call on th
 * ``"blocked"``: the queries in blocks of 512 under ``lax.map`` (plain XLA ops); the choice
   on CPU for unmasked attention of at least 2,048 queries, where one ``[H, L, L]`` logit
   tensor would spill the caches (a video DiT's self-attention).
+* ``"chunked"``: exact softmax attention with the queries in blocks of ``CHUNK_QUERY_BLOCK``
+  (512) and the keys in blocks of ``CHUNK_KEY_BLOCK`` (1024) under an online softmax (the
+  FlashAttention recurrence in plain XLA ops, :func:`chunked_attention`): only one
+  ``[B, H, 512, 1024]`` float32 block of logits exists at a time, on every backend, with any
+  mask or bias. The automatic choice only under an attention budget (below).
 * ``"cudnn"``: cuDNN flash attention (``implementation="cudnn"`` of the same function);
   the automatic choice on GPU for bfloat16/float16 inputs with a head size that is a
   multiple of 8 up to 128 and no additive bias. XLA partitions it like any op.
@@ -26,6 +31,18 @@ chosen automatically; the automatic choice is logged once per kind of call on th
   registered with ``needs_shard_map=True`` is always called inside a ``shard_map`` over the
   context mesh (batch over ``dp``/``fsdp``, heads over ``tp``): it only ever sees one
   device's block.
+
+**Attention budget**: :func:`set_budget` ``(nbytes)``, the :func:`budget` context manager or
+``VIDAX_ATTENTION_BUDGET`` (bytes, ``"2GiB"`` style units accepted) caps the float32 logits
+one attention call materialises: where the automatic choice is ``"xla"`` (its
+``[B, H, Lq, Lk]`` logits) or ``"blocked"`` (one ``[B, H, 512, Lk]`` query block) and those
+logits exceed the budget, it takes ``"chunked"`` instead (the reason logged like any choice).
+cuDNN and splash materialise no logits and are kept. Under sequence parallelism the
+comparison is with one device's kernel call (after the Ulysses exchange:
+``[B / dp, H / (tp sp), Lq, Lk]``). The count is one float32 copy of the logits; the peak of
+the xla kernel is a few of them (:mod:`vidax.pipelines.memory`). Default: no budget, the
+choices above unchanged. The budget is read when an attention is *traced*: a function jitted
+before the budget changed keeps its kernel until it is traced again.
 
 **Sequence parallelism** (Ulysses): when the context mesh (``jax.set_mesh`` /
 :func:`vidax.sharding.use_mesh`) has an ``sp`` axis larger than 1, self-attention (keys as
@@ -57,16 +74,20 @@ small -- a DiT's key padding ``[B, 1, 1, Lk]``, a text encoder's causal ``[B, 1,
 a few hundred tokens -- so replicating them is cheap; if XLA had split one over ``sp``,
 only that mask is all-gathered. Causal masks are built by the models and shipped, not
 regenerated per device. The kernels take the per-device block: ``"xla"`` any mask or bias,
-``"cudnn"`` the boolean mask through ``jax.nn.dot_product_attention(mask=)`` (its
-``key_value_seq_lengths`` encodes right padding only, and Gemma pads on the left; untested
-without a GPU), a ``needs_shard_map`` kernel the ``[B/dp, H/(tp sp), Lq, Lk]`` block.
+``"chunked"`` too (sliced per block), ``"cudnn"`` the boolean mask through
+``jax.nn.dot_product_attention(mask=)`` (its ``key_value_seq_lengths`` encodes right padding
+only, and Gemma pads on the left; untested without a GPU), a ``needs_shard_map`` kernel the
+``[B/dp, H/(tp sp), Lq, Lk]`` block.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
+import math
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -132,13 +153,126 @@ def _blocked(q, k, v, *, mask, bias, scale, block: int = CPU_QUERY_BLOCK):
     return out.reshape(b, nb * block, h, d)[:, :lq].astype(q.dtype)
 
 
+#: The chunked kernel's blocks: ``[B, H, CHUNK_QUERY_BLOCK, CHUNK_KEY_BLOCK]`` float32 logits
+#: at a time (2 MiB per batch row and head); ``chunked_attention(q_block=, k_block=)`` or
+#: ``register_kernel("chunked", functools.partial(chunked_attention, ...),
+#: needs_shard_map=False)`` for others.
+CHUNK_QUERY_BLOCK = 512
+CHUNK_KEY_BLOCK = 1024
+#: Block-logit-sized float32 tensors the chunked kernel keeps alive at once (the scaled
+#: logits, their exponentials, the masked copy), besides the probabilities in the inputs'
+#: dtype: measured with ``memory_analysis()`` on CPU (tests/nn/test_attention_chunked.py:
+#: 2.25 blocks' worth of temporaries at L = 4096, the stacked output blocks included),
+#: rounded up.
+CHUNK_LOGIT_COPIES = 3
+# Where a mask excludes a key: jax.nn.dot_product_attention's value (jax/_src/nn/functions.py,
+# _get_large_negative: -0.7 x the float32 maximum), so a row with every key masked averages
+# the values over all keys as the "xla" kernel does. Padded keys get -inf (they do not exist).
+_MASKED = -0.7 * float(jnp.finfo(jnp.float32).max)
+
+
+def _blocks(t, axis: int, full: int, index, size: int):
+    """Block ``index`` (of ``size``) of a mask or bias along ``axis`` (2: queries, 3: keys)
+    where ``t`` spans ``full`` there; a size-1 (broadcast) dimension is kept whole."""
+    if t is None or t.shape[axis] == 1 or size == full:
+        return t
+    return jax.lax.dynamic_slice_in_dim(t, index * size, size, axis=axis)
+
+
+def _pad_to(t, axis: int, length: int, full: int):
+    """``t`` zero/False-padded along ``axis`` to ``length`` where it spans ``full`` there."""
+    if t is None or t.shape[axis] != full or length == full:
+        return t
+    pads = [(0, 0)] * t.ndim
+    pads[axis] = (0, length - full)
+    return jnp.pad(t, pads)
+
+
+def chunked_attention(q, k, v, *, mask=None, bias=None, scale=None,
+                      q_block: int = CHUNK_QUERY_BLOCK, k_block: int = CHUNK_KEY_BLOCK):
+    """Exact softmax attention with the queries in blocks (``lax.map``) and, per query
+    block, the keys in blocks (``lax.scan``) under an online softmax: a running maximum
+    ``m`` and sum ``l`` of ``exp(logit - m)`` per query and the running output, rescaled by
+    ``exp(m_old - m_new)`` whenever the maximum grows -- the recurrence of Milakov & Gimelshein
+    2018 ("Online normalizer calculation for softmax", arXiv:1805.02867), Rabe & Staats 2021
+    ("Self-attention does not need O(n^2) memory", arXiv:2112.05682) and Dao et al. 2022
+    ("FlashAttention", arXiv:2205.14135, Algorithm 1), written from those papers in plain XLA
+    ops. Only ``[B, H, q_block, k_block]`` float32 logits exist at a time.
+
+    Same arithmetic as ``jax.nn.dot_product_attention``'s XLA lowering: float32 logits times
+    ``scale``, plus ``bias``, masked keys set to ``-0.7 x`` the float32 maximum (so a row
+    whose keys are all masked is the mean of the values, as there), the probabilities in
+    the values' dtype for the product with the values, accumulated in float32; the output
+    in q's dtype. Lq and Lk need not divide the blocks: the last blocks are padded, padded
+    keys excluded. ``mask``/``bias`` broadcast to ``[B, H, Lq, Lk]`` (size-1 dimensions
+    stay size 1); k/v with fewer heads than q are repeated (grouped-query attention).
+    """
+    b, lq, h, d = q.shape
+    lk = k.shape[1]
+    if k.shape[2] != h:
+        k, v = (jnp.repeat(t, h // k.shape[2], axis=2) for t in (k, v))
+    mask, bias = _as_4d(mask), _as_4d(bias)
+    for name, t in (("mask", mask), ("bias", bias)):
+        if t is not None and any(n not in (1, full) for n, full in zip(t.shape, (b, h, lq, lk))):
+            raise VidaxError(f"attention {name} {t.shape} does not broadcast to "
+                             f"{(b, h, lq, lk)}")
+    scale = d ** -0.5 if scale is None else scale
+    qb, kb = max(1, min(q_block, lq)), max(1, min(k_block, lk))
+    nq, nk = -(-lq // qb), -(-lk // kb)
+    q = _pad_to(q, 1, nq * qb, lq)
+    k, v = (_pad_to(t, 1, nk * kb, lk) for t in (k, v))
+    mask, bias = (_pad_to(_pad_to(t, 2, nq * qb, lq), 3, nk * kb, lk) for t in (mask, bias))
+
+    def query_block(i):
+        qi = jax.lax.dynamic_slice_in_dim(q, i * qb, qb, axis=1)            # [B, qb, H, D]
+        mi, bi = _blocks(mask, 2, nq * qb, i, qb), _blocks(bias, 2, nq * qb, i, qb)
+
+        def key_block(carry, j):
+            acc, m, total = carry
+            kj, vj = (jax.lax.dynamic_slice_in_dim(t, j * kb, kb, axis=1) for t in (k, v))
+            s = jnp.einsum("bqhd,bkhd->bhqk", qi, kj, preferred_element_type=jnp.float32)
+            s = s * jnp.float32(scale)
+            if bi is not None:
+                s = s + _blocks(bi, 3, nk * kb, j, kb).astype(jnp.float32)
+            if mi is not None:
+                s = jnp.where(_blocks(mi, 3, nk * kb, j, kb), s, jnp.float32(_MASKED))
+            if lk % kb:
+                s = jnp.where(j * kb + jnp.arange(kb) < lk, s, -jnp.inf)
+            m_new = jnp.maximum(m, s.max(axis=-1))
+            # a row with no finite logit yet (-inf bias): exponentiate against 0, not -inf
+            m_ref = jnp.where(m_new == -jnp.inf, 0.0, m_new)
+            p = jnp.exp(s - m_ref[..., None])
+            rescale = jnp.exp(m - m_ref)
+            pv = jnp.einsum("bhqk,bkhd->bhqd", p.astype(v.dtype), vj,
+                            preferred_element_type=jnp.float32)
+            total = total * rescale + p.sum(axis=-1)
+            return (acc * rescale[..., None] + pv, m_new, total), None
+
+        init = (jnp.zeros((b, h, qb, d), jnp.float32),
+                jnp.full((b, h, qb), -jnp.inf, jnp.float32), jnp.zeros((b, h, qb), jnp.float32))
+        # the first key block outside the scan: its carry then varies over the manual axes
+        # q/k/v/mask vary over inside a shard_map, as the scan needs its input carry to
+        carry, _ = key_block(init, 0)
+        if nk > 1:
+            carry, _ = jax.lax.scan(key_block, carry, jnp.arange(1, nk))
+        acc, _, total = carry
+        return jnp.swapaxes(acc / total[..., None], 1, 2)                        # [B, qb, H, D]
+
+    if nq == 1:
+        return query_block(0)[:, :lq].astype(q.dtype)
+    out = jax.lax.map(query_block, jnp.arange(nq))                           # [nq, B, qb, H, D]
+    out = jnp.moveaxis(out, 0, 1).reshape(b, nq * qb, h, d)
+    return out[:, :lq].astype(q.dtype)
+
+
 _KERNELS: dict[str, Kernel] = {
     "xla": Kernel(functools.partial(_jax_dpa, implementation="xla")),
     "cudnn": Kernel(functools.partial(_jax_dpa, implementation="cudnn")),
     "blocked": Kernel(_blocked),
+    "chunked": Kernel(chunked_attention),
 }
 #: Names the automatic choice knows; "splash" works once registered.
-IMPLEMENTATIONS = ("xla", "cudnn", "blocked", "splash")
+IMPLEMENTATIONS = ("xla", "cudnn", "blocked", "chunked", "splash")
 
 
 def register_kernel(name: str, fn: Callable, *, needs_shard_map: bool = True) -> None:
@@ -146,11 +280,90 @@ def register_kernel(name: str, fn: Callable, *, needs_shard_map: bool = True) ->
     _KERNELS[name] = Kernel(fn, needs_shard_map)
 
 
+#: The environment variable that gives the initial attention budget (bytes; ``2GiB`` /
+#: ``500MB`` suffixes accepted); :func:`set_budget` and :func:`budget` override it.
+BUDGET_ENV_VAR = "VIDAX_ATTENTION_BUDGET"
+_UNSET = object()
+_budget: object = _UNSET
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+
+
+def _parse_bytes(text: str) -> int:
+    found = re.fullmatch(r"\s*([0-9.eE+]+)\s*([A-Za-z]*)\s*", text)
+    try:
+        return int(float(found[1]) * _UNITS[found[2].upper()])
+    except (TypeError, KeyError, ValueError):
+        raise VidaxError(f"{BUDGET_ENV_VAR}={text!r}: expected a number of bytes, optionally "
+                         "with a unit (KB, MB, GB, KiB, MiB, GiB)") from None
+
+
+def set_budget(nbytes: int | None) -> None:
+    """The most bytes the float32 logits one attention call materialises at once may take
+    (``None``: no budget, whatever ``VIDAX_ATTENTION_BUDGET`` says). Above it the automatic
+    choice takes the ``"chunked"`` kernel instead of ``"xla"`` / ``"blocked"``. Process-wide,
+    and read when an attention is *traced*: a function jitted before the change keeps the
+    kernel it was compiled with."""
+    global _budget
+    if nbytes is not None and (isinstance(nbytes, bool) or int(nbytes) != nbytes
+                               or nbytes < 0):
+        raise VidaxError(f"attention budget: a number of bytes >= 0 or None, got {nbytes!r}")
+    _budget = None if nbytes is None else int(nbytes)
+
+
+def get_budget() -> int | None:
+    """The attention budget in force: :func:`set_budget`'s, else ``VIDAX_ATTENTION_BUDGET``'s,
+    else ``None`` (no budget: the choice of the kernel list in the module docstring)."""
+    if _budget is not _UNSET:
+        return _budget  # type: ignore[return-value]
+    text = os.environ.get(BUDGET_ENV_VAR)
+    return _parse_bytes(text) if text else None
+
+
+@contextlib.contextmanager
+def budget(nbytes: int | None):
+    """:func:`set_budget` for a ``with`` block (traced inside it), restored after."""
+    global _budget
+    saved = _budget
+    set_budget(nbytes)
+    try:
+        yield
+    finally:
+        _budget = saved
+
+
+def _gib(n: float) -> str:
+    if n < 2**20:
+        return f"{n:,} bytes"
+    return f"{n / 2**30:.2f} GiB" if n >= 2**28 else f"{n / 2**20:.1f} MiB"
+
+
 def choose_implementation(q: jax.Array, *, has_bias: bool = False, has_mask: bool = False,
-                          backend: str | None = None) -> tuple[str, str]:
+                          backend: str | None = None, keys: int | None = None,
+                          local_shape: tuple[int, int, int, int] | None = None
+                          ) -> tuple[str, str]:
     """The automatic kernel for queries like ``q`` on ``backend`` (default: JAX's default
-    backend), and why."""
-    backend = backend or jax.default_backend()
+    backend), and why. ``keys``: the key count (default: q's length); ``local_shape``: the
+    ``(batch, heads, queries, keys)`` one device's kernel sees (default: q's and ``keys``),
+    what the attention budget (:func:`get_budget`) is compared with."""
+    name, why = _base_choice(q, has_bias=has_bias, has_mask=has_mask,
+                             backend=backend or jax.default_backend())
+    limit = get_budget()
+    if limit is None or name not in ("xla", "blocked"):
+        return name, why
+    b, h, lq, lk = local_shape or (q.shape[0], q.shape[2], q.shape[1],
+                                   q.shape[1] if keys is None else keys)
+    rows = min(lq, CPU_QUERY_BLOCK) if name == "blocked" else lq
+    logits = b * h * rows * lk * 4
+    if logits <= limit:
+        return name, why
+    return "chunked", (f"{why}; {name}'s [{b}, {h}, {rows}, {lk}] float32 logits "
+                       f"({_gib(logits)}) exceed the attention budget ({_gib(limit)}): queries "
+                       f"in blocks of {CHUNK_QUERY_BLOCK}, keys in blocks of {CHUNK_KEY_BLOCK}")
+
+
+def _base_choice(q, *, has_bias: bool, has_mask: bool, backend: str) -> tuple[str, str]:
+    """The choice without a budget."""
     head_dim = q.shape[-1]
     if backend == "gpu":
         if q.dtype not in _HALF:
@@ -190,7 +403,8 @@ def attention(q: jax.Array, k: jax.Array, v: jax.Array, *, mask: jax.Array | Non
       bias: optional additive logit bias broadcastable to ``[B, H, Lq, Lk]`` (T5's relative
         position bias).
       scale: the logit scale; default ``1/sqrt(head_dim)`` (T5 passes 1.0).
-      implementation: ``"xla"``, ``"cudnn"``, or a registered kernel (``"splash"``);
+      implementation: ``"xla"``, ``"cudnn"``, ``"blocked"``, ``"chunked"``, or a registered
+        kernel (``"splash"``);
         default: the ``VIDAX_ATTENTION`` environment variable, else the automatic choice
         (see the module docstring).
       sequence_parallel: on a context mesh with ``sp > 1``: ``True`` -- this attention must
@@ -215,10 +429,16 @@ def attention(q: jax.Array, k: jax.Array, v: jax.Array, *, mask: jax.Array | Non
                              "the key/value head count to divide the query head count)")
         # every kernel (and the Ulysses split) then sees one key/value head per query head
         k, v = jnp.repeat(k, groups, axis=2), jnp.repeat(v, groups, axis=2)
+    mesh = jax.sharding.get_abstract_mesh()
+    if os.environ.get(SP_ENV_VAR, "1") == "0":
+        sequence_parallel = False
+    sp, ulysses = _sequence_parallel_plan(q, k, mesh, sequence_parallel,
+                                          keys_sequence_parallel)
     name = implementation or os.environ.get(ENV_VAR) or None
     if name is None:
-        name, why = choose_implementation(q, has_bias=bias is not None,
-                                          has_mask=mask is not None)
+        name, why = choose_implementation(
+            q, has_bias=bias is not None, has_mask=mask is not None, keys=k.shape[1],
+            local_shape=_local_shape(q, k, mesh, sp, ulysses) if sp > 1 else None)
         _log_once(f"attention kernel: {name} ({why}); override with implementation= or "
                   f"{ENV_VAR}")
     kernel = _KERNELS.get(name)
@@ -231,11 +451,6 @@ def attention(q: jax.Array, k: jax.Array, v: jax.Array, *, mask: jax.Array | Non
         raise VidaxError(f"cuDNN flash attention takes bfloat16 or float16 inputs, got "
                          f"{q.dtype}; use implementation='xla' (or unset {ENV_VAR})")
 
-    mesh = jax.sharding.get_abstract_mesh()
-    if os.environ.get(SP_ENV_VAR, "1") == "0":
-        sequence_parallel = False
-    sp, ulysses = _sequence_parallel_plan(q, k, mesh, sequence_parallel,
-                                          keys_sequence_parallel)
     if sp > 1 or (kernel.needs_shard_map and not mesh.empty and mesh.size > 1):
         return _sharded_attention(q, k, v, mask, bias, scale, kernel, mesh, sp, ulysses)
     return kernel.fn(q, k, v, mask=mask, bias=bias, scale=scale)
@@ -302,6 +517,29 @@ def _as_4d(t):
     return None if t is None else t.reshape((1,) * (4 - t.ndim) + t.shape)
 
 
+def _split_axes(q_shape, mesh, sp: int) -> tuple[tuple[str, ...], str | None]:
+    """The mesh axes ``_sharded_attention`` splits the batch over and the heads' ``tp`` axis
+    (None where ``tp`` is absent, manual, or does not divide the heads with ``sp``)."""
+    manual = set(getattr(mesh, "manual_axes", ()))
+    batch = tuple(a for a in sharding.batch_axes(mesh, q_shape[0]) if a not in manual)
+    tp = sharding.axis_size(mesh, sharding.TENSOR_AXIS)
+    head_axis = (sharding.TENSOR_AXIS if tp > 1 and sharding.TENSOR_AXIS not in manual
+                 and q_shape[2] % (tp * sp) == 0 else None)
+    return batch, head_axis
+
+
+def _local_shape(q, k, mesh, sp: int, ulysses: bool) -> tuple[int, int, int, int]:
+    """``(batch, heads, queries, keys)`` of one device's kernel call under ``sp > 1``: after
+    the Ulysses exchange every query over ``heads / (tp sp)`` heads, else (cross-attention)
+    ``Lq / sp`` queries over the device's ``tp`` heads; the keys whole."""
+    batch, head_axis = _split_axes(q.shape, mesh, sp)
+    b = q.shape[0] // math.prod(sharding.axis_size(mesh, a) for a in batch)
+    heads = q.shape[2] // (sharding.axis_size(mesh, head_axis) if head_axis else 1)
+    if ulysses:
+        return b, heads // sp, q.shape[1], k.shape[1]
+    return b, heads, q.shape[1] // sp, k.shape[1]
+
+
 def _sharded_attention(q, k, v, mask, bias, scale, kernel: Kernel, mesh, sp: int,
                        ulysses: bool) -> jax.Array:
     """Attention inside ``shard_map``: batch over the batch axes that divide it, heads over
@@ -325,12 +563,7 @@ def _sharded_attention(q, k, v, mask, bias, scale, kernel: Kernel, mesh, sp: int
 
     Only the axes named in the specs become manual; the others stay Auto, for XLA.
     """
-    b, lq, heads, _ = q.shape
-    manual = set(getattr(mesh, "manual_axes", ()))
-    batch = tuple(a for a in sharding.batch_axes(mesh, b) if a not in manual)
-    tp = sharding.axis_size(mesh, sharding.TENSOR_AXIS)
-    head_axis = (sharding.TENSOR_AXIS if tp > 1 and sharding.TENSOR_AXIS not in manual
-                 and heads % (tp * sp) == 0 else None)
+    batch, head_axis = _split_axes(q.shape, mesh, sp)
     seq_axis = sharding.SEQUENCE_AXIS if sp > 1 else None
     q_spec = P(batch or None, seq_axis, head_axis, None)
     ulysses = seq_axis is not None and ulysses

@@ -3,7 +3,10 @@
 A ``QArray`` is the value of an ``nnx.Param`` whose checkpoint stores it quantized and whose
 load was asked to keep it so (``vidax.load(..., quantized="keep")``, the default for fp8
 files): the stored data (float8, or the int8 quants of GGUF's Q8_0) and its float32/float16
-scale, in the Flax layout. It is a pytree, so it travels through ``nnx.split``, ``jax.jit``
+scale, in the Flax layout -- or of a float weight a load quantized
+(``vidax.load(..., quantize="int8" | "fp8")``, ``vidax.translator.quantize``: int8 or
+float8_e4m3fn codes, one float32 scale per output channel, formats ``"int8"`` /
+``"fp8-e4m3fn"``). It is a pytree, so it travels through ``nnx.split``, ``jax.jit``
 and shardings like any array; a layer reads it the way it reads a plain kernel --
 ``param[...]`` -- and gets the dequantized float32 array, which the layer casts to its
 compute dtype right away: XLA fuses the convert-and-multiply into the consumer, so no

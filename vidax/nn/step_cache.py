@@ -51,6 +51,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from vidax.nn import offload
 from vidax.sharding import constrain_batch
 
 #: The kinds a sampling run can take (``none``: no cache).
@@ -204,6 +205,8 @@ def run_blocks(carry, *segments: Segment, signal: jax.Array | None = None):
 
 
 def _run(calls, carry):
+    if any(offload.held_on_host(block) for block, _ in calls):   # --offload block
+        return offload.stream(calls, carry)
     for block, call in calls:
         carry = call(block, carry)
     return carry

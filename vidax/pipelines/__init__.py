@@ -57,7 +57,8 @@ def family(model_type: str) -> ModuleType:
 def pipeline(model_type: str, checkpoint_dir: str | os.PathLike, *, variant: str | None = None,
              mesh=None, precision: str = "bf16", console=None, dit=None, vae=None,
              text_encoder=None, image_encoder=None, quantized: str | None = None,
-             loras=None, lora_mode: str = "merge", **folder_options):
+             loras=None, lora_mode: str = "merge", offload: str | None = None,
+             quantize: str | None = None, max_device_memory=None, **folder_options):
     """The generation pipeline of a release folder (the guides: docs/models/<model_type>.md).
 
     Args:
@@ -83,6 +84,14 @@ def pipeline(model_type: str, checkpoint_dir: str | os.PathLike, *, variant: str
         ``vidax.lora.LoraSpec``; each is mapped onto the DiT before any weight is read.
       lora_mode: ``"merge"`` (into the weights at load) or ``"live"`` (adapters whose
         strengths ``vidax.lora.set_strengths(pipe.dit, {...})`` changes between calls).
+      offload: where the weights live between uses (docs/memory.md): ``"none"`` (the
+        default: all on the devices), ``"model"`` (in host memory, each component on the
+        devices for its phase only) or ``"block"`` (``"model"``, and the DiT's blocks
+        streamed onto the devices a block ahead of their use inside each step).
+      quantize: ``"fp8"`` or ``"int8"``: the DiT's Linear weights quantized as they are
+        loaded (docs/loading_weights.md); None (default): as stored.
+      max_device_memory: a device-memory budget (bytes, or ``"24GiB"``) the memory check
+        plans to instead of what the devices report.
       folder_options: the family's own (its ``inspect_folder``'s keywords), e.g. LTX-2's
         ``distilled_lora="FILE[:STRENGTH]"`` (the dev two-stage pipeline's stage-2 LoRA).
 
@@ -92,6 +101,7 @@ def pipeline(model_type: str, checkpoint_dir: str | os.PathLike, *, variant: str
     (CogVideoX, Cosmos-Predict2.5, Cosmos3, Wan2.1, Wan2.2); elsewhere the error names the
     components vidax has no diffusers layout of (docs/generating.md).
     """
+    from vidax.pipelines import offload as offloading
     from vidax.pipelines import overrides
 
     module = family(model_type)
@@ -106,7 +116,9 @@ def pipeline(model_type: str, checkpoint_dir: str | os.PathLike, *, variant: str
                                     "image_encoder": image_encoder}, **folder_options)
     return module.Pipeline.from_release(release, mesh=mesh, precision=precision,
                                         console=console, quantized=quantized, loras=loras,
-                                        lora_mode=lora_mode)
+                                        lora_mode=lora_mode, offload=offload, quantize=quantize,
+                                        max_device_memory=None if max_device_memory is None
+                                        else offloading.parse_bytes(max_device_memory))
 
 
 def _facts(model_type: str) -> dict:

@@ -108,52 +108,25 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from vidax import loading, registry
+from vidax import loading
 from vidax.lora import for_release as lora_for_release
 from vidax.nn import step_cache
-from vidax.pipelines import memory, overrides
+from vidax.nn.attention import budget as within_attention_budget
+from vidax.pipelines import memory
+from vidax.pipelines import offload as offloading
 from vidax.pipelines import step_cache as step_caching
+from vidax.pipelines.release import (Needed, Part, Release, find_files,  # noqa: F401
+                                     open_folder, verify_component)
+from vidax.pipelines.precision import (PRECISIONS, Precision,  # noqa: F401  (re-exported)
+                                       component_dtype, precision_policy)
 from vidax.pipelines.progress import Progress, log_every  # noqa: F401  (the hooks' names)
 from vidax.pipelines.step_cache import Guidance
-from vidax.errors import MemoryEstimateError, NumericalError, VerificationError, VidaxError
+from vidax.errors import MemoryEstimateError, NumericalError, VidaxError
 from vidax.sharding import constrain_batch, shard_batch, use_mesh
-from vidax.pipelines.inputs import (RELEASES, check_count, check_frames, check_seed, check_size,
-                                    noise_array, number, parse_size, recognise, seed_key)
+from vidax.pipelines.inputs import recognise  # noqa: F401  (re-exported)
+from vidax.pipelines.inputs import (check_count, check_frames, check_seed, check_size,
+                                    noise_array, number, parse_size, seed_key)
 from vidax.video import to_uint8, write_mp4
-
-
-# ----------------------------------------------------------------------------- precision
-@dataclass(frozen=True)
-class Precision:
-    """Compute dtypes per component, and the matmul precision of float32 work."""
-
-    name: str
-    dit_compute: object
-    text_encoder: object
-    image_encoder: object
-    vae: object
-    matmul: str | None  # None: JAX's default (bf16 operands are bf16 either way)
-
-
-PRECISIONS = {
-    "bf16": Precision("bf16", jnp.bfloat16, jnp.bfloat16, jnp.float32, jnp.float32, None),
-    "fp32": Precision("fp32", jnp.float32, jnp.float32, jnp.float32, jnp.float32, "highest"),
-}
-
-
-def precision_policy(name: str) -> Precision:
-    if name not in PRECISIONS:
-        raise VidaxError(f"precision must be one of {', '.join(PRECISIONS)}, got {name!r}")
-    return PRECISIONS[name]
-
-
-def component_dtype(policy: Precision, component: str):
-    """The dtype a component's weights are loaded in: the policy's compute dtype of it (a
-    family whose DiT keeps float32 weights under bf16 compute overrides
-    :meth:`PipelineBase.param_dtype`)."""
-    return {"dit": policy.dit_compute, "vae": policy.vae, "text_encoder": policy.text_encoder,
-            "encoder": policy.text_encoder,  # T5's registered component
-            "image_encoder": policy.image_encoder}[component]
 
 
 # ----------------------------------------------------------------------------- the request
@@ -260,127 +233,20 @@ class Request:
                                                            self.noise_layouts))
 
 
-# ----------------------------------------------------------------------------- the release
-@dataclass(frozen=True)
-class Part:
-    """A weight file a release needs: ``key`` names it in :class:`Release` (``dit``,
-    ``high_noise_model``, ...), ``spec`` is the registered model that reads it (its
-    ``files``: the file name patterns), found in the folder ``under`` of the release;
-    ``role`` says what it is (``"the DiT"``), ``shown`` the name a missing-file line gives
-    (default: the last pattern)."""
-
-    key: str
-    spec: registry.ComponentSpec
-    role: str
-    under: str = ""
-    shown: str | None = None
-
-
-@dataclass(frozen=True)
-class Needed:
-    """A folder a release needs (a tokenizer's): ``key`` names it in :class:`Release`, it
-    lies at ``path`` in the release and must hold each of ``holds``."""
-
-    key: str
-    path: str
-    holds: tuple[str, ...]
-    role: str
-
-
-def open_folder(folder, family: str, variants, variant: str | None,
-                hint: str = "as the authors publish it") -> Path:
-    """The release folder, checked to exist and not to be another family's release
-    (:func:`recognise`), and ``variant`` checked to be one of ``variants`` or ``"tiny"``
-    (None: to be identified)."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise VidaxError(f"{folder}: no such folder (expected a {family} release folder, "
-                         f"{hint})")
-    others = recognise(folder)
-    if others and family in RELEASES and family not in others:
-        model_type = RELEASES[others[0]][0]
-        raise VidaxError(f"{folder} is a {others[0]} release, not a {family} one: run "
-                         f"vidax generate {model_type} --checkpoint-dir {folder} (in Python: "
-                         f"vidax.pipeline({model_type!r}, ...)). Nothing was loaded.")
-    if variant is not None and variant not in (*variants, "tiny"):
-        raise VidaxError(f"unknown {family} variant {variant!r}; known: {', '.join(variants)} "
-                         "(and 'tiny')")
-    return folder
-
-
-def find_files(folder: Path, parts, needed=(), *, what: str, also_missing=()) -> dict:
-    """key -> path of each :class:`Part` (by its spec's file patterns; an index file
-    wins over its shards) and each :class:`Needed` folder. Raises one error naming the folder
-    and every missing file, ``also_missing`` (the family's own lines) last. A part given
-    from elsewhere (:mod:`vidax.pipelines.overrides`: ``--dit FILE``, ...) is taken from
-    there; a folder given for it also stands for each needed folder at the part's ``under``
-    (a text encoder's own settings and tokenizer)."""
-    files, missing, moved = {}, [], {}
-    for part in parts:
-        where = folder / part.under
-        if overrides.given(part.key) is not None:
-            files[part.key] = overrides.path_for(part.key, part.spec)
-            if part.under and overrides.folder_for(part.key) is not None:
-                moved[part.under] = overrides.folder_for(part.key)
-        elif any(any(where.glob(pattern)) for pattern in part.spec.files):
-            files[part.key] = loading.find_files(where, part.spec)
-        else:
-            name = part.shown or part.spec.files[-1]
-            missing.append(f"{Path(part.under) / name if part.under else name} ({part.role})")
-    for need in needed:
-        files[need.key] = moved.get(need.path, folder / need.path)
-        missing += [f"{files[need.key] if need.path in moved else need.path}/{name} "
-                    f"({need.role})" for name in need.holds
-                    if not (files[need.key] / name).is_file()]
-    missing += list(also_missing)
-    if missing:
-        raise VidaxError(f"{folder} is not a complete {what} folder: missing "
-                         + "; ".join(missing) + ". Nothing was loaded.")
-    return files
-
-
-@dataclass(frozen=True)
-class Release:
-    """A release folder as :func:`inspect_folder` found it: its task, variant and defaults;
-    ``files`` key -> path (weight files and needed folders), ``configs`` key -> config (each
-    weight file's, and whatever else the family reads), ``specs`` key -> the registered
-    model of each weight file, in loading order."""
-
-    folder: Path
-    task: str
-    variant: str
-    defaults: Defaults
-    configs: dict
-    files: dict
-    specs: dict
-
-
-def verify_component(spec, path: str | os.PathLike, config) -> None:
-    """A component file's names and shapes against its model (``spec``: a
-    ``vidax.registry.ComponentSpec``) at ``config``, before any weight of any component is
-    read: the error ``vidax.load`` would raise, naming the file."""
-    from vidax.translator.io import open_checkpoint
-
-    with open_checkpoint(path) as ckpt:
-        report, _, _ = loading.verify_tensors(spec, config, ckpt, source=str(path))
-    if not report.ok:
-        raise VerificationError(
-            f"{path} is not a {spec.model_type} {spec.component} checkpoint ({spec.layout} "
-            "layout) at this config (no weights were loaded): "
-            + "; ".join(report.lines(5)[1:]), report)
-
-
 def load_component(progress: Progress, model_type: str, component: str, path: Path, config,
                    dtype, mesh=None, *, layout: str | None = None, label: str | None = None,
-                   quantized: str | None = None, loras=None, lora_mode: str = "merge"):
+                   quantized: str | None = None, loras=None, lora_mode: str = "merge",
+                   host=None, quantize: str | None = None):
     """One component through ``vidax.load`` (verified 1:1), with a progress bar and its
-    report's headline (and the LoRAs it applied)."""
+    report's headline (and the LoRAs it applied); ``host``: which parameters go to host
+    memory (:meth:`PipelineBase.host_placement`)."""
     label = label or component
     with progress.phase(f"loading {label} ({Path(path).name})") as advance:
         model, report = loading.load_with_report(
             model_type, component, path, config=config, dtype=dtype, mesh=mesh, layout=layout,
             progress=lambda done, total, name: advance(total=total), quantized=quantized,
-            loras=loras, lora_mode=lora_mode)
+            loras=loras, lora_mode=lora_mode, host=host,
+            **({} if quantize is None else {"quantize": quantize}))
     progress.line(f"  {label}: {report.headline()}")
     for line in report.loras.lines if report.loras is not None else ():
         progress.line(f"  {label} LoRA ({report.loras.mode}) {line}")
@@ -447,6 +313,24 @@ def _sampling_step(family, solver_step, graphdef, compute_dtype, cache, params, 
         None if slot is None else slot.outputs())
 
 
+@functools.lru_cache(maxsize=4)
+def _budgeted_step(budget: int):
+    """``_sampling_step`` as its own jitted function for an attention budget, traced under it
+    (a jitted function keeps the kernels it was traced with: the budget is read at trace
+    time, :func:`vidax.nn.attention.budget`)."""
+    def traced(*args):   # a function of its own: jit's caches key on the function
+        return _sampling_step.__wrapped__(*args)
+
+    step = jax.jit(traced, static_argnums=(0, 1, 2, 3, 4), donate_argnums=(6, 7, 11))
+
+    def run(*args):
+        with within_attention_budget(budget):
+            return step(*args)
+
+    run.lower = step.lower
+    return run
+
+
 def non_finite_error(what: str, where: str, precision: str) -> NumericalError:
     """The error for non-finite numbers (NaN or Inf) in ``what``, made by ``where``."""
     hint = (" or run again with --precision fp32 (precision='fp32'), in case bfloat16 "
@@ -458,7 +342,7 @@ def non_finite_error(what: str, where: str, precision: str) -> NumericalError:
         "the release's defaults can do it too")
 
 
-class PipelineBase:
+class PipelineBase(offloading.Offloading):
     """A loaded release: ``pipe(prompt, **options)`` -> uint8 frames ``[F, H, W, 3]``;
     :meth:`sample` returns the final latents, :meth:`decode` turns latents into frames,
     :meth:`write` writes an mp4 atomically. The hooks a family implements are listed in the
@@ -475,11 +359,17 @@ class PipelineBase:
     to_uint8 = staticmethod(to_uint8)
 
     def __init__(self, release: Release, *, mesh=None, precision: str = "bf16", console=None,
-                 quantized: str | None = None, loras=None, lora_mode: str = "merge"):
+                 quantized: str | None = None, loras=None, lora_mode: str = "merge",
+                 offload: str | None = None, max_device_memory: int | None = None,
+                 quantize: str | None = None):
+        self._init_offload(offload)  # where the weights live (vidax.pipelines.offload)
+        #: A device-memory budget in bytes the memory check plans to (None: the devices').
+        self.max_device_memory = max_device_memory
         self.release, self.task, self.variant = release, release.task, release.variant
         self.precision = precision_policy(precision)
         self.mesh = mesh
         self.quantized = quantized   # vidax.load's quantized= for every component
+        self.quantize = quantize     # vidax.load's quantize= ("fp8", "int8") for the DiT
         self.loras, self.lora_mode = loras, lora_mode   # the DiT's LoRAs (vidax.lora)
         self._progress = Progress(console)
         #: What each sampling loop of the last generation did (a multi-stage family has one
@@ -494,14 +384,18 @@ class PipelineBase:
     @classmethod
     def from_release(cls, release: Release, *, mesh=None, precision: str = "bf16",
                      console=None, quantized: str | None = None, loras=None,
-                     lora_mode: str = "merge", **options) -> PipelineBase:
+                     lora_mode: str = "merge", offload: str | None = None,
+                     max_device_memory: int | None = None, quantize: str | None = None,
+                     **options) -> PipelineBase:
         """Verify every weight file against its model (no weight read) and every LoRA
         against the DiT(s), then load each one (``quantized``: ``vidax.load``'s, for
         quantized files: ``"keep"``, ``"dequantize"``, default keep fp8 and dequantize GGUF;
         ``loras``/``lora_mode``: the DiT's LoRAs, ``vidax.lora``; ``options``: the family's,
-        see its ``__init__``)."""
+        see its ``__init__``; ``offload``: where the weights live between uses,
+        :mod:`vidax.pipelines.offload`)."""
         pipe = cls(release, mesh=mesh, precision=precision, console=console,
-                   quantized=quantized, loras=loras, lora_mode=lora_mode, **options)
+                   quantized=quantized, loras=loras, lora_mode=lora_mode, offload=offload,
+                   max_device_memory=max_device_memory, quantize=quantize, **options)
         for key, spec in release.specs.items():
             verify_component(spec, release.files[key], release.configs[key])
         per_dit = lora_for_release(release, loras, lora_mode)
@@ -512,8 +406,12 @@ class PipelineBase:
                 pipe._progress, spec.model_type, spec.component, release.files[key],
                 release.configs[key], pipe.param_dtype(spec.component), mesh,
                 layout=spec.layout, label=key, quantized=pipe.quantized,
-                loras=per_dit.get(key), lora_mode=lora_mode))
+                loras=per_dit.get(key), lora_mode=lora_mode,
+                host=pipe.host_placement(key, spec, release.configs[key]),
+                quantize=pipe.quantize if spec.component == "dit" else None))
+            pipe.keep_offloaded(key, spec)
         pipe.setup()
+        pipe.release_components()
         return pipe
 
     def describe(self) -> str:
@@ -523,7 +421,9 @@ class PipelineBase:
     @classmethod
     def check_memory(cls, release: Release, request: Request, *, mesh=None,
                      precision: str = "bf16", weights: bool = True,
-                     enforce: bool = True, quantized: str | None = None) -> memory.Estimate:
+                     enforce: bool = True, quantized: str | None = None,
+                     offload: str | None = None, max_device_memory: int | None = None,
+                     quantize: str | None = None) -> memory.Estimate:
         """The memory ``request`` needs on ``release`` (:mod:`vidax.pipelines.memory`: an
         upper-ish estimate from the abstract shapes, no weight read) against what the
         devices have; raises :class:`~vidax.errors.MemoryEstimateError` with the numbers
@@ -532,10 +432,20 @@ class PipelineBase:
         against its configs, e.g. CogVideoX's position grid; its step cache's published
         calibration), so that every input error comes before loading. ``weights=False``: the
         activations only (weights loaded). ``quantized``: as :meth:`from_release` will load
-        (quantized weights kept count at their stored size)."""
-        pipe = cls(release, mesh=mesh, precision=precision, quantized=quantized)
-        step_caching.bind(pipe, request.step_cache, request.steps, request)  # calibrated?
-        return pipe.memory_fits(pipe.resolve(request), weights, enforce)
+        (quantized weights kept count at their stored size). ``offload``: as
+        :meth:`from_release` will load, or ``"auto"``: the first mode that fits (the
+        estimate's ``offload``; :func:`vidax.pipelines.offload.plan`);
+        ``max_device_memory``: a budget in bytes below what the devices have."""
+        step_caching.bind(cls(release, precision=precision), request.step_cache,
+                          request.steps, request)  # calibrated?
+        if not weights:
+            pipe = cls(release, mesh=mesh, precision=precision, quantized=quantized,
+                       offload=offload, max_device_memory=max_device_memory,
+                       quantize=quantize)
+            return pipe.memory_fits(pipe.resolve(request), weights, enforce)
+        return offloading.plan(cls, release, request, offload=offload, enforce=enforce,
+                               mesh=mesh, precision=precision, quantized=quantized,
+                               max_device_memory=max_device_memory, quantize=quantize)
 
     def memory_fits(self, request: Request, weights: bool = True,
                     enforce: bool = True) -> memory.Estimate:
@@ -544,7 +454,8 @@ class PipelineBase:
         if enforce and not estimate.fits:
             raise MemoryEstimateError(
                 f"{estimate.summary()}. This request does not fit: try a smaller --size or "
-                "fewer --frames, or a mesh over more devices (--mesh); or proceed anyway with "
+                "fewer --frames, --offload model|block, --quantize fp8, or a mesh over more "
+                "devices (--mesh); or proceed anyway with "
                 "--skip-memory-check (memory_check=False in Python). "
                 + ("Nothing was loaded." if weights else "Nothing was sampled."), estimate)
         return estimate
@@ -624,8 +535,9 @@ class PipelineBase:
         The request's activations are first checked to fit (:meth:`check_memory`; a
         :class:`~vidax.errors.MemoryEstimateError` if not) unless ``memory_check=False``."""
         request = self.resolve(self._request(prompt, request, options), draws)
-        if memory_check:
-            self.memory_fits(request, weights=False)
+        self.attention_budget = None
+        if memory_check:   # its attention budget, where chunked attention makes it fit
+            self.attention_budget = self.memory_fits(request, weights=False).attention_budget
         with self._matmul_precision():
             latents = self.denoise(request, self.prepare(request))
         return np.asarray(latents[0])
@@ -722,6 +634,9 @@ class PipelineBase:
         cache = step_caching.bind(self, request.step_cache, steps, request)
         report = step_caching.SamplingReport(cache, steps)
         states, states_for = None, None
+        budget = getattr(self, "attention_budget", None)
+        step = _sampling_step if budget is None else _budgeted_step(budget)
+        self.release_components()    # the encoders' device copies (--offload model/block)
         width, height = request.size
         what = f", {run.what}" if run.what else ""
         with self._progress.phase(f"sampling {request.frames} frames at {width}x{height}{what}",
@@ -729,6 +644,7 @@ class PipelineBase:
             for index, t in enumerate(scheduler.timesteps):
                 start = time.perf_counter()
                 (graphdef, params), timestep, inputs = self.step_inputs(request, run, index, t)
+                params = self.dit_on_device(params)
                 inputs = step_caching.guided_inputs(type(self), {**run.inputs, **inputs},
                                                     request.guidance, index, steps)
                 args = (type(self), scheduler.step, graphdef, self.precision.dit_compute, cache,
@@ -739,10 +655,10 @@ class PipelineBase:
                     states, states_for = self._fresh_cache_states(args), id(params)
                 with self._mesh():
                     try:
-                        latents, state, finite, cached = _sampling_step(*args, states)
+                        latents, state, finite, cached = step(*args, states)
                     except step_cache.LayoutChanged:  # another batch or model: start afresh
                         states = self._fresh_cache_states(args)
-                        latents, state, finite, cached = _sampling_step(*args, states)
+                        latents, state, finite, cached = step(*args, states)
                 latents.block_until_ready()
                 if not bool(finite):  # ready with the latents: no extra wait
                     raise non_finite_error(
@@ -755,6 +671,7 @@ class PipelineBase:
                             alone=request.guidance is not None
                             and inputs.get("guidance_scale") is None)
                 advance()
+        self.release_dit()
         self.sampling_reports.append(report)
         self._progress.line(f"  {report.summary()}")
         return latents
@@ -780,6 +697,7 @@ class PipelineBase:
                 f"decoding {latents.shape[0]} latent frames", unit="chunk") as advance:
             video = self.decode_latents(self._place(latents[None]),
                                         on_chunk=lambda done, total: advance(total=total))
+        self.release_components()
         return self.to_uint8(self.check_finite(np.asarray(video[0]), "the decoded video"))
 
     def check_finite(self, array: np.ndarray, what: str) -> np.ndarray:

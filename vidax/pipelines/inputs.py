@@ -255,3 +255,45 @@ def tokenize(tokenizer, prompts: list[str]):
                           "were dropped (the authors truncate the same way)", UserWarning,
                           stacklevel=4)
     return tokens
+
+
+# ----------------------------------------------------------------------------- outputs
+def check_out(out: Path, suffix: str = ".mp4") -> None:
+    """``generate --out`` (``--audio-out``: ``suffix`` ".wav"): a file that can be written,
+    checked before anything loads: its folder exists and takes a new file (tried, as the
+    permission bits do not tell for root or a read-only mount), and the name is not a folder or
+    something else than a file."""
+    option, article = {".mp4": ("--out", "an"), ".wav": ("--audio-out", "a"),
+                       ".json": ("--step-cache-calibrate", "a")}[suffix]
+    if out.suffix.lower() != suffix:
+        raise VidaxError(f"{option} {out}: the output must be {article} {suffix} file")
+    try:
+        try_out(out, option, suffix)
+    except OSError as e:  # a name too long, a folder nobody may write in, ...
+        raise VidaxError(f"{option} {out}: cannot write there ({e.strerror or e}); name "
+                         f"{article} {suffix} in a folder you can write to") from None
+
+
+def try_out(out: Path, option: str, suffix: str) -> None:
+    import tempfile
+
+    if out.is_dir():
+        raise VidaxError(f"{option} {out}: that is a folder; name the {suffix} file to write")
+    if out.exists() and not out.is_file():
+        raise VidaxError(f"{option} {out}: exists and is not a regular file; name a {suffix} "
+                         "file")
+    folder = out.parent
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise VidaxError(f"{option} {out}: the folder {folder} {what}")
+    if out.exists():
+        # Replaced or rewritten in place: the folder and the file must both take it.
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".vidax-write-check-")
+        os.close(fd)
+        os.unlink(probe)
+        if not os.access(out, os.W_OK):
+            raise PermissionError(13, "the file is read-only")
+    else:
+        with open(out, "xb"):  # the very name: too long, not allowed there, ...
+            pass
+        out.unlink()

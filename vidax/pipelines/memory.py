@@ -27,6 +27,7 @@ nothing is divided. Measured against peak RSS on CPU by ``benchmarks/memory_esti
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from dataclasses import dataclass, field
@@ -100,7 +101,7 @@ class Phase:
     bytes: int
     largest: tuple[str, int]
     note: str = ""
-
+    logits: int = 0   # of ``bytes``: the attention's materialised logits
 
 @dataclass
 class Estimate:
@@ -116,6 +117,14 @@ class Estimate:
     available: int | None = None
     where: str = ""
     mesh: str = ""
+    #: Under ``--offload model|block`` (:mod:`vidax.pipelines.offload`): the weights on the
+    #: device in each phase (None: all of them throughout), those in host memory, a note.
+    on_device: dict | None = None
+    host: int = 0
+    offload: str = "none"
+    #: An attention budget (:func:`vidax.nn.attention.set_budget`) that makes the DiT step
+    #: fit where its full logits would not: the sampling step runs under it (None: none).
+    attention_budget: int | None = None
 
     @property
     def weight_bytes(self) -> int:
@@ -123,7 +132,11 @@ class Estimate:
 
     @property
     def peak(self) -> int:
-        return self.weight_bytes + max((p.bytes for p in self.phases.values()), default=0)
+        if self.on_device is None:
+            return self.weight_bytes + max((p.bytes for p in self.phases.values()), default=0)
+        return max(self.on_device.get(name, 0) + (self.phases[name].bytes
+                                                  if name in self.phases else 0)
+                   for name in {**self.on_device, **self.phases})
 
     @property
     def fits(self) -> bool:
@@ -143,6 +156,10 @@ class Estimate:
         have = (f"{gib(self.available)} available ({self.where})" if self.available is not None
                 else f"the available memory is unknown ({self.where})")
         mesh = f" per device on the mesh {self.mesh}" if self.mesh else ""
+        if self.on_device is not None:
+            weights += (", of which on the device: " + ", ".join(
+                f"{gib(n)} for the {name}" for name, n in self.on_device.items())
+                + f"; {gib(self.host)} in host memory ({self.offload})")
         return (f"{self.what}: an estimated {gib(self.peak)}{mesh} at the peak -- {weights}; "
                 f"activations, the larger phase counted: {'; '.join(phases)}; {have}")
 
@@ -182,24 +199,37 @@ def patches(latent_shape, patch) -> int:
 def attention_logits(batch: int, heads: int, queries: int, keys: int, head_dim: int,
                      compute_dtype, platform: str, masked: bool = False) -> tuple[int, str]:
     """Bytes of the attention logits and probabilities the chosen kernel materialises, and
-    the kernel's name."""
+    the kernel's name. The choice follows the attention budget in force
+    (:func:`vidax.nn.attention.get_budget`): where it makes the kernel ``"chunked"``, one
+    ``[B, H, CHUNK_QUERY_BLOCK, CHUNK_KEY_BLOCK]`` block's ``CHUNK_LOGIT_COPIES`` float32
+    copies and probabilities, plus its running output, maximum and sum (float32
+    ``[B, H, CHUNK_QUERY_BLOCK, head_dim + 2]``)."""
     import jax
 
-    from vidax.nn.attention import CPU_QUERY_BLOCK, choose_implementation
+    from vidax.nn.attention import (CHUNK_KEY_BLOCK, CHUNK_LOGIT_COPIES, CHUNK_QUERY_BLOCK,
+                                    CPU_QUERY_BLOCK, choose_implementation)
 
     q = jax.ShapeDtypeStruct((batch, queries, heads, head_dim), compute_dtype)
-    kernel, _ = choose_implementation(q, has_mask=masked, backend=platform)
+    kernel, _ = choose_implementation(q, has_mask=masked, backend=platform, keys=keys)
     if kernel in ("cudnn", "splash"):
         return 0, kernel
-    rows = min(queries, CPU_QUERY_BLOCK) if kernel == "blocked" else queries
     itemsize = jax.numpy.dtype(compute_dtype).itemsize
+    if kernel == "chunked":
+        rows, cols = min(queries, CHUNK_QUERY_BLOCK), min(keys, CHUNK_KEY_BLOCK)
+        running = batch * heads * rows * (head_dim + 2) * 4
+        return (batch * heads * rows * cols * (4 * CHUNK_LOGIT_COPIES + itemsize) + running,
+                kernel)
+    rows = min(queries, CPU_QUERY_BLOCK) if kernel == "blocked" else queries
     copies = LOGIT_COPIES_BLOCKED if kernel == "blocked" else LOGIT_COPIES_XLA
     return batch * heads * rows * keys * (4 * copies + itemsize), kernel
 
 
 def logits_shape(batch: int, heads: int, queries: int, keys: int, kernel: str) -> str:
-    from vidax.nn.attention import CPU_QUERY_BLOCK
+    from vidax.nn.attention import CHUNK_KEY_BLOCK, CHUNK_QUERY_BLOCK, CPU_QUERY_BLOCK
 
+    if kernel == "chunked":
+        return (f"[{batch}, {heads}, {min(queries, CHUNK_QUERY_BLOCK)}, "
+                f"{min(keys, CHUNK_KEY_BLOCK)}] (chunked)")
     rows = min(queries, CPU_QUERY_BLOCK) if kernel == "blocked" else queries
     return f"[{batch}, {heads}, {rows}, {keys}] ({kernel})"
 
@@ -222,7 +252,7 @@ def dit_step(g: DiTGeometry, compute_dtype, platform: str, *, dp: int = 1,
     largest = max((f"attention logits {logits_shape(batch, heads, queries, length, kernel)}",
                    logits), (f"MLP hidden [{batch}, {local}, {g.ffn}]", ffn),
                   (f"residual stream [{batch}, {local}, {g.dim}]", width), key=lambda x: x[1])
-    return Phase(total, largest, f"{length} tokens, {kernel} attention")
+    return Phase(total, largest, f"{length} tokens, {kernel} attention", logits)
 
 
 def cache_state(g: DiTGeometry, cache, dp: int = 1) -> int:
@@ -268,20 +298,25 @@ def vae_decode(g: VAEGeometry, platform: str) -> Phase:
 
 
 # ----------------------------------------------------------------------------- a request
-def estimate(pipe, request, *, weights: bool = True) -> Estimate:
+def estimate(pipe, request, *, weights: bool = True, device=None) -> Estimate:
     """The estimate for ``request`` on ``pipe`` (a :class:`~vidax.pipelines.base.PipelineBase`,
     its weights loaded or not): each weight file's parameters from its abstract tree at
     ``pipe.param_dtype`` (``weights=False``: none, they are loaded), the family's
     ``dit_geometry`` / ``vae_geometry``, the devices of ``pipe.mesh``. A token count the
     family's sequence-parallel attention cannot split is a :class:`VidaxError` here, before
-    the DiT runs."""
+    the DiT runs. ``device``: ``(available bytes, where, platform)`` to plan for instead of
+    the devices of ``pipe.mesh`` (docs/memory.md's table, made on a CPU for accelerators)."""
     import numpy as np
 
     from vidax.errors import VidaxError
     from vidax.sharding import SEQUENCE_AXIS, sequence_parallel_problem
     from vidax.translator.verify import abstract_params
 
-    available, where, platform = device_available(pipe.mesh)
+    available, where, platform = device or device_available(pipe.mesh)
+    budget = getattr(pipe, "max_device_memory", None)
+    if budget is not None:   # --max-device-memory: what the plan may use
+        available = budget if available is None else min(available, budget)
+        where = f"{where}, capped by max_device_memory {gib(budget)}"
     shape = {} if pipe.mesh is None else dict(pipe.mesh.shape)
     axes = {} if platform == "cpu" else shape   # CPU devices share the host's RAM
     width, height = request.size
@@ -293,6 +328,11 @@ def estimate(pipe, request, *, weights: bool = True) -> Estimate:
         config = pipe.release.configs[key]
         held = held_bytes(spec, pipe.release.files.get(key), config, dtype,
                           getattr(pipe, "quantized", None))
+        quantize = getattr(pipe, "quantize", None) if spec.component == "dit" else None
+        if held is None and quantize is not None:   # --quantize: a float file's Linears
+            from vidax.translator.quantize import quantized_bytes
+
+            held = quantized_bytes(spec, config, dtype, quantize)
         if held is None:
             count = sum(math.prod(a.shape) for a in abstract_params(
                 spec.model_class(), config).values())
@@ -301,6 +341,14 @@ def estimate(pipe, request, *, weights: bool = True) -> Estimate:
         result.weights[key] = -(-held[0] // shards)
         result.dtypes[key] = held[1]
     result.weights = pipe.weights_on_device(result.weights)
+    offload = getattr(pipe, "offload", "none")
+    result.offload = offload
+    if weights and offload != "none" and platform != "cpu":   # the CPU's host is its device
+        from vidax.pipelines.offload import phase_weights
+
+        shards = {k: axes.get("fsdp", 1) * axes.get("tp", 1) for k, spec in
+                  pipe.release.specs.items() if spec.component == "dit"}
+        result.on_device, result.host, _ = phase_weights(pipe, result.weights, shards)
     dit, vae = pipe.dit_geometry(request), pipe.vae_geometry(request)
     problem = dit is not None and dit.split and sequence_parallel_problem(
         shape.get(SEQUENCE_AXIS, 1), num_heads=dit.heads, num_tokens=dit.tokens)
@@ -314,10 +362,43 @@ def estimate(pipe, request, *, weights: bool = True) -> Estimate:
         if cache is not None:
             phase, held = result.phases["DiT step"], cache_state(dit, cache, axes.get("dp", 1))
             result.phases["DiT step"] = Phase(phase.bytes + held, phase.largest, phase.note
-                                              + f", {cache.kind} state {held / 2**30:.2f} GiB")
+                                              + f", {cache.kind} state {held / 2**30:.2f} GiB",
+                                              phase.logits)
+        _budget_attention(result, dit, pipe.precision.dit_compute, platform, axes)
     if vae is not None:
         result.phases["VAE decode"] = vae_decode(vae, platform)
     return result
+
+
+def _budget_attention(result: Estimate, dit: DiTGeometry, compute_dtype, platform: str,
+                      axes: dict) -> None:
+    """Where the DiT step's logits make the estimate exceed what is available, the largest
+    attention budget (one float32 copy of the logits, :func:`vidax.nn.attention.set_budget`)
+    that the rest leaves room for: under it the attention runs in query and key chunks
+    (``"chunked"``), its step re-estimated so; kept when that fits."""
+    from vidax.nn.attention import budget as within
+
+    phase = result.phases["DiT step"]
+    if result.available is None or result.fits or not phase.logits:
+        return
+    result.phases["DiT step"] = dataclasses.replace(phase, bytes=phase.bytes - phase.logits)
+    room = result.available - result.peak
+    result.phases["DiT step"] = phase
+    if room <= 0:
+        return
+    budget = room // (LOGIT_COPIES_XLA + 1)     # the copies the estimate counts per logit
+    with within(budget):
+        chunked = dit_step(dit, compute_dtype, platform, dp=axes.get("dp", 1),
+                           sp=axes.get("sp", 1))
+    rest = phase.bytes - phase.logits
+    trial = dataclasses.replace(chunked, bytes=rest + chunked.logits,
+                                note=f"{chunked.note} within an attention budget of "
+                                     f"{gib(budget)}")
+    result.phases["DiT step"] = trial
+    if result.fits:
+        result.attention_budget = budget
+    else:
+        result.phases["DiT step"] = phase
 
 
 # ----------------------------------------------------------------------------- devices

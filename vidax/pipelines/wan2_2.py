@@ -364,8 +364,9 @@ class Wan22Pipeline(wan2_1.WanPipeline):
     def __init__(self, release: Release, *, expert_policy: str = "auto", **options):
         super().__init__(release, **options)
         self.experts = Experts(expert_policy)
-        if release.task == "ti2v":
-            self.experts.policy = "resident"  # one DiT: nothing to swap
+        if release.task == "ti2v" or self.offload != "none":
+            # one DiT: nothing to swap; offloaded: the offload moves them
+            self.experts.policy = "resident"
         self.dit, self.expert_log = None, []
 
     def weights_on_device(self, weights: dict) -> dict:

@@ -73,6 +73,7 @@ from vidax.nn.attention import attention
 from vidax.nn.embeddings import diffusers_timestep_embedding
 from vidax.nn.layers import Embedding, KeyGen, Linear, RMSNorm
 from vidax.nn.rope import apply_rope_half
+from vidax.nn import offload
 from vidax.nn.step_cache import run_blocks
 
 log = logging.getLogger("vidax.cosmos3")
@@ -306,13 +307,15 @@ class Cosmos3DiT(nnx.Module):
         if ids.ndim != 2 or not jnp.issubdtype(ids.dtype, jnp.integer):
             raise VidaxError(f"Cosmos3 DiT input_ids {tuple(ids.shape)} ({ids.dtype}) must be "
                              "integer token ids [B, L]")
-        x = self.embed_tokens(ids).astype(_F32)
+        x = offload.fetch(self.embed_tokens)(ids).astype(_F32)
         rope = mrope_tables(self.config, text_positions(ids.shape[1]))
-        ks, vs = [], []
-        for layer in self.layers:
-            x, k, v = layer.understand(x, rope, cd)
-            ks.append(k)
-            vs.append(v)
+
+        def understand(layer, carry):
+            x, k, v = layer.understand(carry[0], rope, cd)
+            return x, carry[1] + (k,), carry[2] + (v,)
+
+        # the layers as the sampling step runs them: streamed in when kept in host memory
+        _, ks, vs = offload.run(self.layers, (x, (), ()), understand)
         return jnp.stack(ks), jnp.stack(vs)
 
     def __call__(self, latents: jax.Array, timesteps: jax.Array,

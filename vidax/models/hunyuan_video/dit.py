@@ -61,6 +61,7 @@ from vidax.nn.attention import attention
 from vidax.nn.embeddings import diffusers_timestep_embedding
 from vidax.nn.layers import Conv, KeyGen, LayerNorm, Linear, RMSNorm
 from vidax.nn.rope import apply_rope, axial_rope
+from vidax.nn import offload
 from vidax.nn.step_cache import run_blocks
 
 _F32 = jnp.float32
@@ -447,7 +448,7 @@ class HunyuanVideoDiT(nnx.Module):
         the image tokens ``img`` ``[B, N, h]`` (float32) entering the first double block,
         LayerNormed (``img_norm1``) and modulated by its ``img_mod`` shift and scale, float32
         ``[B, N, h]``; unused (and not computed) without a TeaCache."""
-        block = self.double_blocks[0]
+        block = offload.fetch(self.double_blocks[0])   # --offload block: in host memory
         with jax.default_matmul_precision("highest"):
             shift, scale = block.img_mod(vec)[:2]
         return _modulate(block.img_norm1(img), shift, scale)

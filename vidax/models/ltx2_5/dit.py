@@ -88,6 +88,7 @@ from vidax.models.ltx2_5.config import LTX2DiTConfig
 from vidax.models.ltx_video.dit import CombinedTimestepEmbedding, TextProjection
 from vidax.nn.attention import attention
 from vidax.nn.layers import KeyGen, Linear, RMSNorm, init_param, layer_norm, rms_norm
+from vidax.nn import offload
 from vidax.nn.step_cache import run_blocks
 
 _F32 = jnp.float32
@@ -547,9 +548,11 @@ class LTX2DiT(nnx.Module):
                      mask: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
         """The connectors: text-encoder features (after ``text_embedding_projection``) ->
         the video and audio contexts. With registers (every release) all output tokens are
-        valid, so the DiT then takes ``context_mask=None``."""
-        return (self.video_embeddings_connector(jnp.asarray(video_features), mask),
-                self.audio_embeddings_connector(jnp.asarray(audio_features), mask))
+        valid, so the DiT then takes ``context_mask=None``. Run where the DiT's weights lie
+        in host memory (``--offload model``), the connectors are fetched alone."""
+        video, audio = offload.fetch((self.video_embeddings_connector,
+                                      self.audio_embeddings_connector))
+        return video(jnp.asarray(video_features), mask), audio(jnp.asarray(audio_features), mask)
 
     # ------------------------------------------------------------------ forward
     def _prepare(self, m: Modality, other: Modality | None,

@@ -67,6 +67,7 @@ from vidax.models.ltx_video.config import LTXVideoDiTConfig
 from vidax.nn.attention import attention
 from vidax.nn.embeddings import diffusers_timestep_embedding
 from vidax.nn.layers import KeyGen, Linear, RMSNorm, init_param, layer_norm, rms_norm
+from vidax.nn import offload
 from vidax.nn.step_cache import run_blocks
 
 _F32 = jnp.float32
@@ -407,7 +408,7 @@ class LTXVideoDiT(nnx.Module):
         # ``transformer_blocks[0].norm1`` of the stream, times ``1 + scale_msa``, plus
         # ``shift_msa``), one row per batch row
         x = run_blocks(x, (list(enumerate(self.transformer_blocks)), run_block),
-                       signal=self.transformer_blocks[0].modulated_input(x, ada))
+                       signal=offload.fetch(self.transformer_blocks[0]).modulated_input(x, ada))
 
         values = self.scale_shift_table[...].astype(dtype)[None, None] + embedded[:, :, None]
         shift, scale = values[:, :, 0], values[:, :, 1]
