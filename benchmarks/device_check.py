@@ -626,6 +626,15 @@ def run_one(item: str, args, path: Path) -> None:
             run_torch_wan(args, row, save)
         elif kind == "placement":
             run_placement(args, row, save)
+        elif kind == "offload":   # benchmarks/offload.py: Wan2.1-14B blocks streamed or not
+            from benchmarks import offload
+
+            row["stage"] = "run"
+            save()
+            row.update(offload.run_mode(name, offload.parse_args(
+                (["--smoke"] if args.smoke else ["--blocks", str(args.offload_blocks)])
+                + ["--repeats", str(args.repeats)])))
+            row["stage"] = "done"
         else:
             raise ValueError(f"unknown item {item!r}")
     except Exception as err:  # recorded in the row; the parent carries on with the next item
@@ -661,6 +670,8 @@ def plan(args) -> list[str]:
     if "wan2_1" in families:
         items += ["dit:wan2_1"] + ([] if args.no_torch else ["torch:wan2_1"])
     items += [f"vae:{v}" for v in vaes if v == "wan2_1"]
+    if "wan2_1" in families and not args.no_offload:
+        items += ["offload:none", "offload:block"]
     items += [f"dit:{f}" for f in FAMILIES if f in families and f != "wan2_1"]
     items += [f"vae:{v}" for v in VAES if v in vaes and v != "wan2_1"]
     return items
@@ -726,7 +737,7 @@ def summarise(rows: list[dict]) -> None:
 
     for r in rows:
         times = r.get("times")
-        if not times or r["item"].startswith(("torch", "placement")):
+        if not times or r["item"].startswith(("torch", "placement", "offload")):
             continue
         r["best_s"], r["median_s"] = min(times), statistics.median(times)
         if r["item"].startswith("dit"):
@@ -806,6 +817,30 @@ def markdown(report: dict) -> str:
                 f"| {r['release']} | {video} | 1x{r['latent_grid'][1]}x{r['latent_grid'][2]} | "
                 f"{compile_s:.1f} | {r['best_s'] * 1e3:.1f} ({r['median_s'] * 1e3:.1f}) | "
                 f"{r['per_video_s']:.2f} | {tflop} | {tflops} | {mfu} | {mem} |")
+    offloaded = {r["item"].split(":")[1]: r for r in rows
+                 if r["item"].startswith("offload:") and "best_s" in r}
+    if len(offloaded) == 2:
+        from benchmarks.offload import compare
+
+        c = compare(offloaded)
+        table = ["", "Weight offload (benchmarks/offload.py): Wan2.1-14B blocks streamed from "
+                 "host memory (--offload block) vs resident, one DiT call.", "",
+                 "| mode | blocks | tokens | best s (median) | peak mem GiB | XLA temp GiB | "
+                 "device args GiB | host args GiB |", "|" + "---|" * 8]
+        for mode, r in offloaded.items():
+            table.append(
+                f"| {mode} | {r['blocks']} | {r['tokens']} | {r['best_s']:.3f} "
+                f"({r['median_s']:.3f}) | "
+                f"{_fmt(r['peak_bytes'] / 2**30 if r.get('peak_bytes') else None, '.2f')} | "
+                f"{r.get('temp_bytes', 0) / 2**30:.2f} | {r.get('argument_bytes', 0) / 2**30:.2f}"
+                f" | {r.get('host_argument_bytes', 0) / 2**30:.2f} |")
+        table.append("")
+        table.append(f"Offloaded / resident step time {c['overhead']:.3f}; one block "
+                     f"{offloaded['block']['block_bytes'] / 2**30:.3f} GiB; blocks' bytes on the "
+                     "device during the step: "
+                     f"{_fmt(c.get('blocks_on_device_from_peaks'), '.2f')} (from the peaks), "
+                     f"{_fmt(c.get('blocks_on_device_from_xla'), '.2f')} (from XLA's temps).")
+        head += table + [""]
     notes = ["", "Compile = trace and lowering + XLA's compile. Per block = the DiT's whole call "
              "(embeddings + blocks + head) / blocks timed; full depth = per block x the released "
              "block count. FLOPs: XLA's count of the "
@@ -843,6 +878,10 @@ def parse_args(argv=None):
     p.add_argument("--families", default=",".join(FAMILIES))
     p.add_argument("--vaes", default=",".join(VAES))
     p.add_argument("--no-torch", action="store_true", help="skip the authors' Wan block")
+    p.add_argument("--no-offload", action="store_true",
+                   help="skip the offloaded-vs-resident Wan2.1-14B blocks (benchmarks/offload.py)")
+    p.add_argument("--offload-blocks", type=int, default=6,
+                   help="Wan2.1-14B blocks the offload items time (default 6)")
     p.add_argument("--attention", default=None, help="xla | cudnn (default: vidax's choice)")
     p.add_argument("--per-process", type=int, default=None,
                    help="items per worker process (default 1; --smoke: 0 = any number); "

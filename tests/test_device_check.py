@@ -57,8 +57,10 @@ def test_smoke_runs_every_family(tmp_path):
     module = _module()
     report = _smoke(tmp_path)
     items = (["placement", "torch:wan2_1"] + [f"dit:{f}" for f in module.FAMILIES]
-             + [f"vae:{v}" for v in module.VAES])
+             + [f"vae:{v}" for v in module.VAES] + ["offload:none", "offload:block"])
     rows = _check_timed(report, items)
+    # the Wan2.1 blocks streamed from host memory: the same call, host memory on the CPU
+    assert rows["offload:block"]["blocks_bytes"] > 0 and rows["offload:none"]["tokens"] > 0
     # XLA's count of the Wan2.1 DiT covers at least its blocks' matmuls and attentions
     wan = rows["dit:wan2_1"]
     cfg = module.FAMILIES["wan2_1"].tiny()
@@ -69,6 +71,7 @@ def test_smoke_runs_every_family(tmp_path):
     markdown = (tmp_path / "device_check.md").read_text()
     for family in module.FAMILIES:
         assert f"| {family} |" in markdown
+    assert "Weight offload" in markdown and "| block |" in markdown
 
 
 def test_smoke_isolates_items(tmp_path):
