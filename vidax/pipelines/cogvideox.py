@@ -32,8 +32,10 @@ as defaults (:data:`DEFAULTS`). What is CogVideoX's own on the skeleton
    ``guidance_scale <= 1``), CFG ``u + g (c - u)`` -- with ``dynamic_cfg`` (the authors'
    demo: on with DPM) ``g_t = 1 + g (1 - cos(pi ((N - t) / N)^5)) / 2`` with ``t`` the
    integer timestep, exactly their expression -- then the scheduler step.
-6. Decoding: ``latents * (1 / scaling_factor)``, the VAE in diffusers' frame batches,
-   frames ``(x / 2 + 0.5)`` clamped to [0, 1], ``* 255`` rounded (their ``numpy_to_pil``).
+6. Decoding: ``latents * (1 / scaling_factor)``, the VAE in diffusers' frame batches and,
+   where the frame is larger than 240 x 360, its ``enable_tiling()`` spatial tiles (the
+   demo's ``pipe.vae.enable_tiling()``; :data:`VAE_TILES`), frames ``(x / 2 + 0.5)``
+   clamped to [0, 1], ``* 255`` rounded (their ``numpy_to_pil``).
 
 Precision policies (``precision=``): ``"bf16"`` stores the DiT's and T5's weights in
 bfloat16 (the authors' demo runs the pipeline in bfloat16) and computes both in bfloat16 --
@@ -70,7 +72,7 @@ from vidax import registry
 from vidax.errors import VidaxError
 from vidax.models.cogvideox.dit import CogVideoXDiTConfig
 from vidax.models.cogvideox.vae import (DECODE_FRAMES_PER_CHUNK, CogVideoXVAEConfig,
-                                        frame_batches)
+                                        TileSettings, frame_batches, tile_geometry)
 from vidax.models.t5.model import T5Config
 from vidax.pipelines import base, memory, overrides
 from vidax.pipelines.base import (Defaults, Needed, Part, PipelineBase, Release, Run, find_files,
@@ -90,6 +92,12 @@ OFS = 2.0
 #: Every CogVideoX VAE: 4x temporal, 8x spatial; the DiT's 2x2 patches: sizes multiples of 16.
 VAE_STRIDE = (4, 8, 8)
 PATCH = 2
+#: The VAE decodes in ``enable_tiling()``'s spatial tiles (240 x 360 px, overlaps 1/6 and
+#: 1/5) wherever the frame is larger than one, as the authors' ``cli_demo.py`` does
+#: (``pipe.vae.enable_tiling()``; diffusers' pipeline leaves it off): one untiled float32
+#: chunk needs 44 GiB of temporaries at 720 x 480 (XLA's count; ~3x that at 1.5's 1360 x
+#: 768), a tile 11 GiB. Frames of at most one tile (the tests' sizes) decode whole.
+VAE_TILES = TileSettings()
 #: component -> (its folder, its config class, what it is)
 COMPONENTS = {"dit": ("transformer", CogVideoXDiTConfig, "the DiT"),
               "vae": ("vae", CogVideoXVAEConfig, "the VAE"),
@@ -340,11 +348,17 @@ class CogVideoXPipeline(PipelineBase):
         """Chunks of 2 latent frames (the first 3: 9 frames); at full size the upsampled
         input of the last block (``block_out_channels[1]``, twice: beside its spatial norm's
         two convs of the latent) and the block's own (calibrated on measured peak RSS:
-        ``benchmarks/memory_estimate.py``)."""
+        ``benchmarks/memory_estimate.py``); over the largest spatial tile, each tile's
+        chunks counted, where the frame is larger than one (:data:`VAE_TILES`)."""
         cfg, (width, height) = self.release.configs["vae"], request.size
         chunks = len(frame_batches(request.latent_shape[0], DECODE_FRAMES_PER_CHUNK))
         channels = 2 * cfg.block_out_channels[1] + cfg.block_out_channels[0]
-        return memory.VAEGeometry(9, height, width, channels, chunks, request.frames)
+        whole = memory.VAEGeometry(9, height, width, channels, chunks, request.frames)
+        if not VAE_TILES.spatial(cfg.spatial_stride).applies(*request.latent_shape[1:3]):
+            return whole
+        g = tile_geometry(request.latent_shape, tiled=VAE_TILES, config=cfg)
+        return dataclasses.replace(whole, height=g.sample[1], width=g.sample[2],
+                                   chunks=g.count, frame_size=request.size)
 
     def encode_text(self, prompts: list[str]) -> jax.Array:
         """T5 states ``[len(prompts), max_text_seq_length, D]`` (float32), no mask."""
@@ -457,9 +471,11 @@ class CogVideoXPipeline(PipelineBase):
         return negative + scale * (prompt - negative)
 
     def decode_latents(self, latents: jax.Array, on_chunk=None) -> jax.Array:
-        """diffusers' ``vae.decode(latents * (1 / scaling_factor))``, unclamped."""
+        """diffusers' ``vae.decode(latents * (1 / scaling_factor))``, unclamped, with
+        ``enable_tiling()`` on as the authors' ``cli_demo.py`` runs it (:data:`VAE_TILES`)."""
         sf = np.float32(1 / self.release.configs["vae"].scaling_factor)
-        return self.vae.decode(latents * sf, normalized=False, clamp=False, on_chunk=on_chunk)
+        return self.vae.decode(latents * sf, normalized=False, clamp=False, tiled=VAE_TILES,
+                               on_chunk=on_chunk)
 
 
 Pipeline = CogVideoXPipeline

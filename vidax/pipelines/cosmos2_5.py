@@ -73,7 +73,7 @@ from vidax import registry
 from vidax.errors import VidaxError
 from vidax.models.cosmos2_5.dit import CosmosDiTConfig
 from vidax.models.reason1.model import Reason1Config, full_concat
-from vidax.pipelines import base, memory
+from vidax.pipelines import base, memory, wan2_1
 from vidax.pipelines.base import Defaults, Needed, Part, PipelineBase, Run, find_files, open_folder
 from vidax.pipelines.inputs import load_image, read_json_config, refuse, to_unit_range
 from vidax.pipelines.image import resize_nearest
@@ -385,7 +385,12 @@ class Cosmos25Pipeline(PipelineBase):
             split=True)
 
     def vae_geometry(self, request: Request) -> memory.VAEGeometry:
-        return memory.wan_vae(self.release.configs["vae"], request)
+        return wan2_1.vae_geometry(self.release.configs["vae"], request)
+
+    def decode_latents(self, latents: jax.Array, on_chunk=None) -> jax.Array:
+        """The Wan2.1 VAE over whole frames up to 720p, in spatial tiles above
+        (:func:`vidax.pipelines.wan2_1.vae_tiles`)."""
+        return wan2_1.decode_latents(self.vae, latents, on_chunk)
 
     def encode_text(self, prompts: list[str]) -> jax.Array:
         """``[len(prompts), 512, layers x width]``; warns when a prompt is truncated."""

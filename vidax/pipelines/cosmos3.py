@@ -64,7 +64,7 @@ from vidax import registry
 from vidax.errors import VidaxError
 from vidax.models.cosmos3.config import Cosmos3DiTConfig
 from vidax.models.wan2_2.config import vae_config_from_diffusers
-from vidax.pipelines import base, cosmos2_5
+from vidax.pipelines import base, cosmos2_5, wan2_1
 from vidax.pipelines import step_cache as step_caching
 from vidax.pipelines.base import Defaults, Needed, Part, PipelineBase, Run, find_files, open_folder
 # One DiT, the inputs choose the task, as Cosmos-Predict2.5's: its tasks, conditioning frames
@@ -385,6 +385,28 @@ class Cosmos3Pipeline(PipelineBase):
 
     # the conditioning latents and frame mask, as Cosmos-Predict2.5 builds them
     encode_condition = cosmos2_5.Pipeline.encode_condition
+
+    def dit_geometry(self, request: Request):
+        """One DiT call, batch 1 (with guidance the two prompts' calls run one after the
+        other): the video tokens (latents zero-padded to the patch) over their own keys and
+        the prompt's (those few hundred, and each layer's prompt keys and values, not
+        counted)."""
+        from vidax.pipelines import memory
+
+        cfg, (frames, height, width, _) = self.release.configs["dit"], request.latent_shape
+        p = cfg.latent_patch_size
+        return memory.DiTGeometry(1, frames * -(-height // p) * -(-width // p), cfg.hidden_size,
+                                  cfg.num_attention_heads, cfg.intermediate_size)
+
+    def vae_geometry(self, request: Request):
+        """A Wan2.2 VAE decode chunk (one latent frame), over whole frames up to 720p and
+        the largest spatial tile above (:func:`vidax.pipelines.wan2_1.vae_geometry`)."""
+        return wan2_1.vae_geometry(self.release.configs["vae"], request)
+
+    def decode_latents(self, latents, on_chunk=None):
+        """The Wan2.2 VAE over whole frames up to 720p (diffusers' pipeline: tiling off),
+        in spatial tiles above (:func:`vidax.pipelines.wan2_1.vae_tiles`)."""
+        return wan2_1.decode_latents(self.vae, latents, on_chunk)
 
     def prepare(self, request: Request) -> Run:
         guided = request.guidance_scale != 1.0   # diffusers' do_classifier_free_guidance

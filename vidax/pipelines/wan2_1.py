@@ -35,6 +35,7 @@ from vidax.models.clip.model import preprocess
 from vidax.models.t5.config import T5Config
 from vidax.models.wan2_1.config import (CLIP_DIM, FLF2V_CLIP_TOKENS, WAN2_1_LATENTS_MEAN,
                                         WAN2_1_LATENTS_STD, WanDiTConfig, WanVAEConfig)
+from vidax.models.wan2_1.vae import TileSettings, tile_geometry
 from vidax.pipelines import base, memory
 from vidax.pipelines.base import (Defaults, Needed, Part, PipelineBase, Precision, Release, Run,
                                   cfg_pair, find_files, open_folder)
@@ -58,6 +59,11 @@ VAE_STRIDE = (4, 8, 8)
 PATCH = (1, 2, 2)
 SIZE_MULTIPLE = VAE_STRIDE[1] * PATCH[1]
 LATENT_CHANNELS = 16
+#: The largest frame the Wan-VAE releases make (720p; Wan2.2 TI2V-5B's and Cosmos-Predict2.5's
+#: 1280 x 704 and Cosmos3's 1280 x 720 are within it). Up to this many pixels the VAE decodes
+#: whole frames, as the authors (and diffusers' pipelines) do; above it, in diffusers'
+#: ``enable_tiling()`` tiles (256 px every 192), so the decode's activations stay one tile's.
+UNTILED_PIXELS = 1280 * 720
 COMPONENTS = {"t2v": ("dit", "vae", "text_encoder"),
               "i2v": ("dit", "vae", "text_encoder", "image_encoder"),
               "flf2v": ("dit", "vae", "text_encoder", "image_encoder")}
@@ -318,6 +324,37 @@ def one_pass_or(scale: float):
     return None if scale == 1 else jnp.float32(scale)
 
 
+# ----------------------------------------------------------------------------- VAE tiles
+def vae_tiles(size) -> TileSettings | None:
+    """The tiles a Wan-VAE decode of frames ``(width, height)`` runs in: None (whole frames)
+    up to :data:`UNTILED_PIXELS`, diffusers' ``enable_tiling()`` defaults above it (the VAE
+    then tiles where the frame is larger than one tile, as diffusers' ``_decode`` does)."""
+    width, height = size
+    return TileSettings() if width * height > UNTILED_PIXELS else None
+
+
+def vae_geometry(cfg, request) -> memory.VAEGeometry:
+    """A Wan-VAE decode chunk for ``request`` (:func:`memory.wan_vae`), over the largest
+    spatial tile where :func:`vae_tiles` tiles (one chunk per tile and latent frame, the mid
+    block's per-frame attention over the tile's latent pixels)."""
+    whole = memory.wan_vae(cfg, request)
+    tiles = vae_tiles(request.size)
+    if tiles is None:
+        return whole
+    g = tile_geometry(request.latent_shape, tiled=tiles, config=cfg)
+    _, height, width = g.sample
+    return dataclasses.replace(whole, height=height, width=width, chunks=g.count,
+                               attention=(1, g.latent[1] * g.latent[2], whole.attention[2]),
+                               frame_size=request.size)
+
+
+def decode_latents(vae, latents, on_chunk=None):
+    """``vae.decode`` of latents ``[1, T, h, w, C]`` in :func:`vae_tiles`'s tiles."""
+    s = vae.config.spatial_stride
+    tiles = vae_tiles((s * latents.shape[3], s * latents.shape[2]))
+    return vae.decode(latents, tiled=tiles or False, on_chunk=on_chunk)
+
+
 # ----------------------------------------------------------------------------- the pipeline
 @functools.partial(jax.jit, static_argnums=0)
 def _encode_text(graphdef, params, ids, mask):
@@ -417,7 +454,11 @@ class WanPipeline(PipelineBase):
                                   cfg.dim, cfg.num_heads, cfg.ffn_dim, context, split=True)
 
     def vae_geometry(self, request: Request):
-        return memory.wan_vae(self.component_config("vae"), request)
+        return vae_geometry(self.component_config("vae"), request)
+
+    def decode_latents(self, latents: jax.Array, on_chunk=None) -> jax.Array:
+        """The VAE over whole frames up to 720p, in spatial tiles above (:func:`vae_tiles`)."""
+        return decode_latents(self.vae, latents, on_chunk)
 
     @staticmethod
     def predict(dit, x, t, inputs, compute_dtype):

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vidax.errors import VidaxError
+from vidax.models.hunyuan_video.config import SpatialTiles
 
 # ------------------------------------------------------------------------- DiT
 #: ``CogVideoXTransformer3DModel`` config keys with one implemented value (every release's),
@@ -256,3 +257,36 @@ class CogVideoXVAEConfig:
                                  "must be an integer power of two")
             d["temporal_compression_ratio"] = int(ratio)
         return cls(**d)
+
+
+# ------------------------------------------------------------ VAE tiling (issue #19)
+@dataclass(frozen=True)
+class TileSettings:
+    """The spatial tiles of a tiled decode: ``AutoencoderKLCogVideoX.enable_tiling``'s
+    ``tile_sample_min_height`` / ``_width`` (output pixels, multiples of the spatial stride)
+    and ``tile_overlap_factor_height`` / ``_width``; the defaults are its constructor's for
+    the releases' ``sample_height`` / ``sample_width`` (480 / 720, halved) and overlaps. The
+    latent tile starts every ``int(latent * (1 - overlap))``, blends ``int(size * overlap)``
+    output pixels and keeps ``size - blend``, which must equal the latent stride times the
+    spatial stride (else diffusers' tiles would not add up to the frame)."""
+
+    height: int = 240
+    width: int = 360
+    overlap_height: float = 1 / 6
+    overlap_width: float = 1 / 5
+
+    def spatial(self, ratio: int = 8) -> SpatialTiles:
+        dims = []
+        for size, overlap in ((self.height, self.overlap_height),
+                              (self.width, self.overlap_width)):
+            latent = size // ratio
+            stride = int(latent * (1 - overlap))
+            blend = int(size * overlap)
+            if size <= 0 or size % ratio or not 0 < stride <= latent or \
+                    size - blend != stride * ratio:
+                raise VidaxError(f"CogVideoX VAE tiles {self}: sizes must be multiples of "
+                                 f"{ratio} px with size * (1 - overlap) a whole number of "
+                                 f"latent pixels (as 240 x 360 with 1/6 and 1/5)")
+            dims.append((latent, stride, blend, size - blend))
+        (lh, sh, bh, kh), (lw, sw, bw, kw) = dims
+        return SpatialTiles((lh, lw), (sh, sw), (bh, bw), (kh, kw))

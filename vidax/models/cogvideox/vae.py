@@ -26,6 +26,17 @@ What decides the numbers, beyond the layers themselves:
   ``f``'s frames, height and width; with an odd number of frames (more than one) its first
   latent frame stretches to the first frame of ``f`` and the rest to the rest.
 
+**Spatial tiles** (``decode(tiled=...)``), as ``AutoencoderKLCogVideoX.tiled_decode`` runs
+them once ``enable_tiling()`` is on: where the latent is wider or taller than one tile,
+latent tiles of ``tile_sample_min_* / 8`` starting every ``int(tile * (1 - overlap))``,
+each decoded alone in the frame batches above with its own causal-conv cache (so every
+GroupNorm normalises over the tile, not the frame); on the host each decoded tile's first
+``int(size * overlap)`` rows / columns cross-fade from its already blended upper / left
+neighbour (``blend_v`` / ``blend_h``) and ``size - blend`` of them are kept. The tiles are
+``sample_height // 2`` x ``sample_width // 2`` (240 x 360 px: every release's config says
+480 x 720) with overlaps 1/6 and 1/5, the constructor's defaults (:class:`TileSettings`);
+:func:`tile_geometry` says which chunks a decode runs.
+
 Module names mirror diffusers'. The mapper (``vidax.translator.mappings.cogvideox``) drops
 the ``.conv`` of diffusers' causal-conv wrappers (``conv_in.conv.weight`` -> ``conv_in.kernel``)
 and names the one-element ``downsamplers`` / ``upsamplers`` lists ``downsampler`` /
@@ -43,7 +54,9 @@ import numpy as np
 from flax import nnx
 
 from vidax.errors import VidaxError
-from vidax.models.cogvideox.config import CogVideoXVAEConfig
+from vidax.models.cogvideox.config import CogVideoXVAEConfig, TileSettings
+from vidax.models.hunyuan_video.config import SpatialTiles, TileGeometry
+from vidax.models.hunyuan_video.vae import spatially_tiled
 from vidax.nn.causal_conv import CausalConv3d, ChunkCache
 from vidax.nn.group_norm import GroupNorm
 from vidax.nn.layers import Conv, KeyGen
@@ -350,34 +363,95 @@ class CogVideoXVAE(nnx.Module):
         return (mean, jnp.clip(log_var, *LOG_VAR_RANGE)) if return_log_var else mean
 
     def decode(self, latents, *, normalized: bool = True, clamp: bool = True,
-               on_chunk=None) -> np.ndarray:
+               tiled: bool | TileSettings = False, on_chunk=None) -> np.ndarray:
         """Latents ``[B, T', h, w, latent_channels]`` -> video ``[B, T, 8h, 8w, out_channels]``
         (numpy, float32; ``T' = 2k + 1`` latent frames give ``T = 8k + 1``).
 
         Mirrors the pipelines' ``latents / scaling_factor`` (skipped with
-        ``normalized=False``) and ``AutoencoderKLCogVideoX.decode`` (tiling off). The output
-        is clamped to [-1, 1] unless ``clamp=False`` (diffusers clamps later, in its video
-        post-processing). Each decoded chunk goes to host memory as soon as it is ready, then
-        ``on_chunk(done, total)`` is called, if given (progress).
+        ``normalized=False``) and ``AutoencoderKLCogVideoX.decode``: tiling off by default
+        (the class default); ``tiled=True``: ``enable_tiling()``'s defaults, or a
+        :class:`TileSettings` -- where the latent is larger than a tile, each spatial tile
+        decoded in frame batches with its own cache and the tiles blended on the host (the
+        module docstring). The output is clamped to [-1, 1] unless ``clamp=False``
+        (diffusers clamps later, in its video post-processing). Each decoded chunk goes to
+        host memory as soon as it is ready, then ``on_chunk(done, total)`` is called, if
+        given (progress; :func:`tile_geometry` counts the chunks).
         """
         cfg = self.config
         if getattr(latents, "ndim", None) != 5 or latents.shape[-1] != cfg.latent_channels:
             raise VidaxError(f"CogVideoX VAE decode takes latents [B, T, h, w, "
                              f"{cfg.latent_channels}], got shape "
                              f"{tuple(getattr(latents, 'shape', ()))}")
+        spatial = _spatial_tiles(tiled, cfg)
         z = jnp.asarray(latents, jnp.float32)
         if normalized:
             z = z / cfg.scaling_factor
         graphdef, state = nnx.split(self)
-        frames, cache = [], None
-        chunks = frame_batches(z.shape[1], DECODE_FRAMES_PER_CHUNK)
-        for done, (start, stop) in enumerate(chunks, 1):
-            out, cache = _decode_chunk(graphdef, state, z[:, start:stop], cache)
-            frames.append(np.asarray(out))
-            if on_chunk is not None:
-                on_chunk(done, len(chunks))
-        video = np.concatenate(frames, axis=1)
+        t, h, w = z.shape[1:4]
+        chunks = len(frame_batches(t, DECODE_FRAMES_PER_CHUNK))
+        if spatial is None or not spatial.applies(h, w):
+            video = _frames(graphdef, state, z, _ticker(chunks, on_chunk))
+        else:
+            tick = _ticker(chunks * len(spatial.grid(h, w)), on_chunk)
+            video = spatially_tiled(lambda tile: _frames(graphdef, state, tile, tick), z,
+                                    spatial, cfg.spatial_stride)
         return np.clip(video, -1.0, 1.0) if clamp else video
+
+
+# ----------------------------------------------------------------------------- spatial tiles
+def _spatial_tiles(tiled, cfg: CogVideoXVAEConfig) -> SpatialTiles | None:
+    if tiled is False or tiled is None:
+        return None
+    if tiled is True:
+        tiled = TileSettings()
+    if not isinstance(tiled, TileSettings):
+        raise VidaxError(f"CogVideoX VAE decode: tiled must be a bool or a "
+                         f"vidax.models.cogvideox.vae.TileSettings, got {tiled!r}")
+    return tiled.spatial(cfg.spatial_stride)
+
+
+def tile_geometry(latent_shape, *, tiled=False,
+                  config: CogVideoXVAEConfig | None = None) -> TileGeometry:
+    """The decoder chunks :meth:`CogVideoXVAE.decode` runs on latents ``(T, h, w[, C])``
+    with ``tiled`` (for memory estimates): diffusers' frame batches (the largest: 3 latent
+    frames -> 9 frames when ``T`` is odd, else 2 -> 8), over the whole frame or (tiled,
+    where the latent is larger than a tile) over each spatial tile."""
+    cfg = config or CogVideoXVAEConfig()
+    t, h, w = latent_shape[:3]
+    batches = frame_batches(t, DECODE_FRAMES_PER_CHUNK)
+    frames = max(stop - start for start, stop in batches)
+    spatial = _spatial_tiles(tiled, cfg)
+    if spatial is not None and spatial.applies(h, w):
+        shapes = [(frames, th, tw) for _, _, th, tw in spatial.grid(h, w)]
+    else:
+        shapes = [(frames, h, w)]
+    largest = max(shapes, key=lambda s: s[1] * s[2])
+    r, rt = cfg.spatial_stride, cfg.temporal_compression_ratio
+    out = rt * frames - (rt - 1 if frames % 2 else 0)   # an odd batch keeps its first alone
+    return TileGeometry(largest, (out, r * largest[1], r * largest[2]),
+                        len(shapes) * len(batches), tuple(dict.fromkeys(shapes)))
+
+
+def _ticker(total: int, on_chunk):
+    """A callable reporting ``on_chunk(done, total)`` once per decoded chunk."""
+    done = iter(range(1, total + 1))
+
+    def tick():
+        n = next(done)
+        if on_chunk is not None:
+            on_chunk(n, total)
+    return tick
+
+
+def _frames(graphdef, state, z, tick) -> np.ndarray:
+    """The decoder over ``z``'s frame batches (:func:`frame_batches`), the cache carried from
+    the first (none) to the last; each chunk's output on the host."""
+    frames, cache = [], None
+    for start, stop in frame_batches(z.shape[1], DECODE_FRAMES_PER_CHUNK):
+        out, cache = _decode_chunk(graphdef, state, z[:, start:stop], cache)
+        frames.append(np.asarray(out))
+        tick()
+    return np.concatenate(frames, axis=1)
 
 
 # One jitted function per direction; the cache pytree (None on the first chunk) and the chunk

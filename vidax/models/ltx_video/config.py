@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vidax.errors import VidaxError
+from vidax.models.hunyuan_video.config import SpatialTiles
 
 # ------------------------------------------------------------------------- DiT
 @dataclass(frozen=True)
@@ -474,3 +475,29 @@ class LTX2UpsamplerConfig(LTXVideoUpsamplerConfig):
                     "spatial_upsample": True, "temporal_upsample": False, "spatial_scale": 2.0,
                     "rational_resampler": False}
         return cls(**{k: d.get(k, v) for k, v in defaults.items()})
+
+
+# ------------------------------------------------------------ VAE tiling (issue #19)
+@dataclass(frozen=True)
+class TileSettings:
+    """The spatial tiles of :meth:`LTXVideoVAE.decode_tiled`, in output pixels: diffusers'
+    ``enable_tiling`` arguments ``tile_sample_min_height`` / ``_width`` and
+    ``tile_sample_stride_height`` / ``_width``, defaults its constructor's (512 px every
+    448). Multiples of the spatial stride (32), each stride positive and at most its size."""
+
+    height: int = 512
+    width: int = 512
+    stride_height: int = 448
+    stride_width: int = 448
+
+    def spatial(self, ratio: int = 32) -> SpatialTiles:
+        """Latent tiles ``size // ratio`` every ``stride // ratio``; blend ``size - stride``
+        output pixels, keep ``stride`` (``tiled_decode``)."""
+        pairs = ((self.height, self.stride_height), (self.width, self.stride_width))
+        if any(size % ratio or stride % ratio or not 0 < stride <= size
+               for size, stride in pairs):
+            raise VidaxError(f"LTX VAE tiles {self}: sizes and strides must be positive "
+                             f"multiples of {ratio} px, each stride at most its size")
+        (h, sh), (w, sw) = pairs
+        return SpatialTiles((h // ratio, w // ratio), (sh // ratio, sw // ratio),
+                            (h - sh, w - sw), (sh, sw))

@@ -45,19 +45,31 @@ are reproducible and comparable.
 
 Precision: the computation runs in the input's dtype (float32 by default); the parameters
 are cast at use. Normalisation statistics in float32.
+
+Spatial tiles (:meth:`LTXVideoVAE.decode_tiled`, a host loop; :meth:`~LTXVideoVAE.decode`
+stays one traced computation): diffusers' ``tiled_decode`` of ``AutoencoderKLLTX2Video``
+(``autoencoder_kl_ltx2.py``; ``AutoencoderKLLTXVideo``'s is the same): where the latent is
+larger than one tile, latent tiles of ``tile_sample_min // 32`` starting every
+``tile_sample_stride // 32`` (512 px every 448: 16 every 14), each decoded over every frame;
+on the host each tile's first ``size - stride`` rows / columns cross-fade from its already
+blended upper / left neighbour (``blend_v`` / ``blend_h``), ``stride`` of them kept.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from vidax.errors import VidaxError
+from vidax.models.hunyuan_video.config import SpatialTiles, TileGeometry
+from vidax.models.hunyuan_video.vae import counted, spatially_tiled
 from vidax.models.ltx_video.config import (
-    DECODER_STRIDES, ENCODER_STRIDES, PADDING_MODES, LTXVideoVAEConfig)
+    DECODER_STRIDES, ENCODER_STRIDES, PADDING_MODES, LTXVideoVAEConfig, TileSettings)
 from vidax.models.ltx_video.dit import CombinedTimestepEmbedding
 from vidax.nn.layers import Conv, KeyGen, init_param
 
@@ -379,6 +391,30 @@ class LTXVideoVAE(nnx.Module):
             latents = latents * (1 - s) + jnp.asarray(noise, latents.dtype) * s
         return self.decode(self.denormalize(latents), timestep)
 
+    def decode_tiled(self, latents, tiled: bool | TileSettings = True, *,
+                     normalized: bool = True, timestep=None, on_chunk=None) -> np.ndarray:
+        """:meth:`decode_normalized` (``normalized=False``: :meth:`decode`) in spatial tiles,
+        as diffusers' ``tiled_decode`` (the module docstring): ``True`` for its
+        ``enable_tiling()`` defaults (512 px every 448), or a :class:`TileSettings`; a latent
+        of at most one tile decodes in one pass. One jitted program per tile shape, every
+        tile's video on the host as it is made, blended there; ``on_chunk(done, total)``
+        after each pass (:func:`tile_geometry` counts them). Returns numpy float32,
+        unclamped. Decode noise is not mixed in here (:meth:`decode_normalized` does it)."""
+        cfg = self.config
+        z = jnp.asarray(latents, _F32)
+        if z.ndim != 5 or z.shape[-1] != cfg.latent_channels:
+            raise VidaxError(f"LTX-Video VAE latents must be [B, F, H, W, "
+                             f"{cfg.latent_channels}], got {tuple(z.shape)}")
+        if normalized:
+            z = self.denormalize(z)
+        ratio = cfg.spatial_downscale_factor
+        spatial = _spatial_tiles(tiled, ratio)
+        graphdef, state = nnx.split(self)
+        applies = spatial is not None and spatial.applies(*z.shape[2:4])
+        run = counted(lambda tile: np.asarray(_decode(graphdef, state, tile, timestep)),
+                      len(spatial.grid(*z.shape[2:4])) if applies else 1, on_chunk)
+        return spatially_tiled(run, z, spatial, ratio) if applies else run(z)
+
     # ------------------------------------------------------------------ statistics
     def normalize(self, z: jax.Array) -> jax.Array:
         """``(z - mean-of-means) / std-of-means`` per channel (the authors' ``normalize_latents``
@@ -392,3 +428,38 @@ class LTXVideoVAE(nnx.Module):
         stats = self.per_channel_statistics
         return (z * stats.std_of_means[...].astype(z.dtype)
                 + stats.mean_of_means[...].astype(z.dtype))
+
+
+# ----------------------------------------------------------------------------- spatial tiles
+def _spatial_tiles(tiled, ratio: int) -> SpatialTiles | None:
+    if tiled is False or tiled is None:
+        return None
+    if tiled is True:
+        tiled = TileSettings()
+    if not isinstance(tiled, TileSettings):
+        raise VidaxError(f"LTX VAE decode_tiled: tiled must be a bool or a "
+                         f"vidax.models.ltx_video.vae.TileSettings, got {tiled!r}")
+    return tiled.spatial(ratio)
+
+
+def tile_geometry(latent_shape, *, tiled=True, config) -> TileGeometry:
+    """The decoder passes :meth:`LTXVideoVAE.decode_tiled` makes on latents ``(T, h, w[, C])``
+    (for memory estimates): one per spatial tile, each over every frame, where the latent is
+    larger than one tile; else one pass over the whole frame."""
+    t, h, w = latent_shape[:3]
+    ratio = config.spatial_downscale_factor
+    spatial = _spatial_tiles(tiled, ratio)
+    if spatial is not None and spatial.applies(h, w):
+        shapes = [(t, th, tw) for _, _, th, tw in spatial.grid(h, w)]
+    else:
+        shapes = [(t, h, w)]
+    largest = max(shapes, key=lambda s: s[1] * s[2])
+    frames = config.temporal_downscale_factor * (t - 1) + 1
+    return TileGeometry(largest, (frames, ratio * largest[1], ratio * largest[2]),
+                        len(shapes), tuple(dict.fromkeys(shapes)))
+
+
+# One jitted program per tile shape (and timestep presence).
+@functools.partial(jax.jit, static_argnums=0)
+def _decode(graphdef, state, z, timestep):
+    return nnx.merge(graphdef, state).decode(z, timestep)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vidax.errors import VidaxError
+from vidax.models.hunyuan_video.config import SpatialTiles
 
 # ----------------------------------------------------------------------------- DiT
 MODEL_TYPES = ("t2v", "i2v", "flf2v")
@@ -210,3 +211,32 @@ class WanVAEConfig:
         statistics: the first 4 released values)."""
         return cls(dim=8, z_dim=4, latents_mean=WAN2_1_LATENTS_MEAN[:4],
                    latents_std=WAN2_1_LATENTS_STD[:4])
+
+
+# ------------------------------------------------------------ VAE tiling (issue #19)
+@dataclass(frozen=True)
+class TileSettings:
+    """The spatial tiles of a tiled decode, in output pixels: diffusers'
+    ``AutoencoderKLWan.enable_tiling`` arguments ``tile_sample_min_height`` / ``_width``
+    (``height`` / ``width``) and ``tile_sample_stride_height`` / ``_width``; the defaults are
+    its constructor's (256 px every 192). Sizes and strides must be multiples of the VAE's
+    spatial stride (8 for Wan2.1, 16 for Wan2.2), each stride positive and at most its size."""
+
+    height: int = 256
+    width: int = 256
+    stride_height: int = 192
+    stride_width: int = 192
+
+    def spatial(self, ratio: int, patch: int = 1) -> SpatialTiles:
+        """The latent tiles and the blend in decoder-output pixels (``patch`` image pixels
+        each), as ``tiled_decode`` derives them: tile ``size // ratio`` and stride
+        ``stride // ratio`` latent pixels; blend ``(size - stride) // patch``, keep
+        ``stride // patch``."""
+        pairs = ((self.height, self.stride_height), (self.width, self.stride_width))
+        if any(size % ratio or stride % ratio or not 0 < stride <= size
+               for size, stride in pairs):
+            raise VidaxError(f"Wan VAE tiles {self}: sizes and strides must be positive "
+                             f"multiples of {ratio} px, each stride at most its size")
+        (h, sh), (w, sw) = pairs
+        return SpatialTiles((h // ratio, w // ratio), (sh // ratio, sw // ratio),
+                            ((h - sh) // patch, (w - sw) // patch), (sh // patch, sw // patch))

@@ -24,6 +24,18 @@ So one jitted function runs each chunk: the first chunk and the later chunks com
 each, driven by a Python loop that donates the cache from chunk to chunk (docs/models/wan2_1.md).
 Decoded chunks move to the host as they are produced.
 
+Spatial tiles (``decode(tiled=...)``), as diffusers' ``AutoencoderKLWan.tiled_decode``
+(``models/autoencoders/autoencoder_kl_wan.py``) runs them once ``enable_tiling()`` is on:
+where the latent is larger than one tile (``_decode``'s test), latent tiles of
+``tile_sample_min_* // spatial_stride`` starting every ``tile_sample_stride_* //
+spatial_stride``, each decoded alone over every latent frame with a fresh cache (its
+``clear_cache`` per tile, ``first_chunk`` on the tile's first frame); on the host each tile's
+first ``size - stride`` rows / columns cross-fade from its already blended upper / left
+neighbour (``blend_v`` / ``blend_h``), ``stride`` of them kept. With Wan2.2's 2x2 patch the
+blending runs on the decoder's output before unpatchifying, in patch units (diffusers divides
+the blend and the kept extent by ``patch_size``). :class:`TileSettings` holds the sizes,
+:func:`tile_geometry` says which chunks a decode runs.
+
 Module names mirror the authors'; where torch uses ``nn.Sequential`` indices the names are:
 
 ====================================  =====================================
@@ -51,8 +63,10 @@ import numpy as np
 from flax import nnx
 
 from vidax.errors import VidaxError
+from vidax.models.hunyuan_video.config import SpatialTiles, TileGeometry
+from vidax.models.hunyuan_video.vae import spatially_tiled
 from vidax.models.wan2_1.config import (  # noqa: F401  (the statistics: importable from here too)
-    WAN2_1_LATENTS_MEAN, WAN2_1_LATENTS_STD, WanVAEConfig)
+    WAN2_1_LATENTS_MEAN, WAN2_1_LATENTS_STD, TileSettings, WanVAEConfig)
 from vidax.nn.attention import attention
 from vidax.nn.causal_conv import CausalConv3d, ChunkCache
 from vidax.nn.layers import Conv, KeyGen
@@ -282,9 +296,20 @@ class ChunkedVideoVAE(nnx.Module):
     def decode_chunk(self, z: jax.Array, cache: tuple[jax.Array, ...] | None
                      ) -> tuple[jax.Array, tuple[jax.Array, ...]]:
         """One decoder chunk: one unnormalised latent frame -> 1 (first) or 4 video frames."""
+        x, cache = self.decode_chunk_packed(z, cache)
+        return self.unpack(x), cache
+
+    def decode_chunk_packed(self, z: jax.Array, cache: tuple[jax.Array, ...] | None
+                            ) -> tuple[jax.Array, tuple[jax.Array, ...]]:
+        """:meth:`decode_chunk` before :meth:`unpack` (what a tiled decode blends)."""
         chunk_cache = ChunkCache(cache)
-        x = self.unpack(self.decoder(self.conv2(z), chunk_cache))
-        return x, chunk_cache.result()
+        return self.decoder(self.conv2(z), chunk_cache), chunk_cache.result()
+
+    @property
+    def patch(self) -> int:
+        """Pixels per decoder output pixel along each side (Wan2.2's 2x2 patch: 2)."""
+        cfg = self.config
+        return cfg.spatial_stride // 2 ** (len(cfg.dim_mult) - 1)
 
     # ----------------------------------------------------------------------------- whole videos
     def _statistics(self) -> tuple[np.ndarray, np.ndarray]:
@@ -328,7 +353,7 @@ class ChunkedVideoVAE(nnx.Module):
         return (mu, jnp.concatenate(log_vars, axis=1)) if return_log_var else mu
 
     def decode(self, latents, *, normalized: bool = True, clamp: bool = True,
-               on_chunk=None) -> np.ndarray:
+               tiled: bool | TileSettings = False, on_chunk=None) -> np.ndarray:
         """Latents ``[B, n+1, h, w, z_dim]`` -> video ``[B, 4n+1, s*h, s*w, 3]`` (numpy, float32).
 
         Mirrors the authors' ``Wan2_1_VAE.decode`` / ``Wan2_2_VAE.decode``: latents are
@@ -337,23 +362,33 @@ class ChunkedVideoVAE(nnx.Module):
         ``clamp=False`` (``WanVAE_.decode`` itself does not clamp). Each decoded chunk (one
         latent frame) goes to host memory as soon as it is ready, then ``on_chunk(done,
         total)`` is called, if given (progress).
+
+        ``tiled``: off by default (the authors never tile; nor does diffusers unless
+        ``enable_tiling()``); ``True`` for diffusers' ``enable_tiling()`` defaults (256 px
+        tiles every 192), or a :class:`TileSettings`. Where the latent is larger than one
+        tile, each spatial tile is decoded chunk by chunk with its own cache and the tiles
+        are blended on the host (the module docstring); :func:`tile_geometry` counts the
+        chunks.
         """
         cfg = self.config
         if getattr(latents, "ndim", None) != 5 or latents.shape[-1] != cfg.z_dim:
             raise VidaxError(f"{self.NAME} decode takes latents [B, T, h, w, {cfg.z_dim}], got "
                              f"shape {tuple(getattr(latents, 'shape', ()))}")
+        spatial = _spatial_tiles(tiled, cfg, self.patch, self.NAME)
         z = jnp.asarray(latents, jnp.float32)
         if normalized:
             mean, inv_std = self._statistics()
             z = z / inv_std + mean
         graphdef, state = nnx.split(self)
-        frames, cache = [], None
-        for i in range(z.shape[1]):
-            out, cache = _decode_chunk(graphdef, state, z[:, i:i + 1], cache)
-            frames.append(np.asarray(out))
-            if on_chunk is not None:
-                on_chunk(i + 1, z.shape[1])
-        video = np.concatenate(frames, axis=1)
+        t, h, w = z.shape[1:4]
+        if spatial is None or not spatial.applies(h, w):
+            tick = _ticker(t, on_chunk)
+            video = _frames(_decode_chunk, graphdef, state, z, tick)
+        else:
+            tick = _ticker(t * len(spatial.grid(h, w)), on_chunk)
+            video = self.unpack(spatially_tiled(
+                lambda tile: _frames(_decode_chunk_packed, graphdef, state, tile, tick), z,
+                spatial, cfg.spatial_stride // self.patch))
         return np.clip(video, -1.0, 1.0) if clamp else video
 
 
@@ -373,6 +408,58 @@ class WanVAE(ChunkedVideoVAE):
         super().__init__(config, keys=keys, param_dtype=param_dtype)
 
 
+# ----------------------------------------------------------------------------- spatial tiles
+def _spatial_tiles(tiled, cfg, patch: int, name: str = "Wan VAE") -> SpatialTiles | None:
+    if tiled is False or tiled is None:
+        return None
+    if tiled is True:
+        tiled = TileSettings()
+    if not isinstance(tiled, TileSettings):
+        raise VidaxError(f"{name} decode: tiled must be a bool or a "
+                         f"vidax.models.wan2_1.vae.TileSettings, got {tiled!r}")
+    return tiled.spatial(cfg.spatial_stride, patch)
+
+
+def tile_geometry(latent_shape, *, tiled=False, config) -> TileGeometry:
+    """The decoder chunks :meth:`ChunkedVideoVAE.decode` runs on latents ``(T, h, w[, C])``
+    with ``tiled`` (for memory estimates): one latent frame each -- ``temporal_stride``
+    frames out -- over the whole frame, or (tiled, where the latent is larger than a tile)
+    over each spatial tile; ``count`` chunks in all, the distinct latent ``shapes``."""
+    t, h, w = latent_shape[:3]
+    patch = config.spatial_stride // 2 ** (len(config.dim_mult) - 1)
+    spatial = _spatial_tiles(tiled, config, patch)
+    if spatial is not None and spatial.applies(h, w):
+        shapes = [(1, th, tw) for _, _, th, tw in spatial.grid(h, w)]
+    else:
+        shapes = [(1, h, w)]
+    largest = max(shapes, key=lambda s: s[1] * s[2])
+    s = config.spatial_stride
+    return TileGeometry(largest, (config.temporal_stride, s * largest[1], s * largest[2]),
+                        len(shapes) * t, tuple(dict.fromkeys(shapes)))
+
+
+def _ticker(total: int, on_chunk):
+    """A callable reporting ``on_chunk(done, total)`` once per decoded chunk."""
+    done = iter(range(1, total + 1))
+
+    def tick():
+        n = next(done)
+        if on_chunk is not None:
+            on_chunk(n, total)
+    return tick
+
+
+def _frames(step, graphdef, state, z, tick) -> np.ndarray:
+    """``step`` (a jitted per-chunk decode) over ``z``'s latent frames, one at a time, the
+    cache carried from the first (none) to the last; each chunk's output on the host."""
+    frames, cache = [], None
+    for i in range(z.shape[1]):
+        out, cache = step(graphdef, state, z[:, i:i + 1], cache)
+        frames.append(np.asarray(out))
+        tick()
+    return np.concatenate(frames, axis=1)
+
+
 # One jitted function per direction; the cache pytree (None on the first chunk) selects the
 # compiled program, so a video compiles two programs per direction and chunk shape. The cache
 # is donated: each chunk's carry reuses the previous one's buffers.
@@ -384,3 +471,8 @@ def _encode_chunk(graphdef, state, x, cache):
 @functools.partial(jax.jit, static_argnums=0, donate_argnums=3)
 def _decode_chunk(graphdef, state, z, cache):
     return nnx.merge(graphdef, state).decode_chunk(z, cache)
+
+
+@functools.partial(jax.jit, static_argnums=0, donate_argnums=3)
+def _decode_chunk_packed(graphdef, state, z, cache):   # a tile's chunk (blended before unpack)
+    return nnx.merge(graphdef, state).decode_chunk_packed(z, cache)
