@@ -277,7 +277,8 @@ class HunyuanVideoPipeline(PipelineBase):
         cfg = self.release.configs["dit"]
         return memory.DiTGeometry(2 if request.true_cfg else 1,
                                   memory.patches(request.latent_shape, cfg.patch_size),
-                                  cfg.hidden_size, cfg.heads_num, cfg.mlp_dim, joint=TEXT_LEN)
+                                  cfg.hidden_size, cfg.heads_num, cfg.mlp_dim, joint=TEXT_LEN,
+                                  masked=True)
 
     def vae_geometry(self, request: Request) -> memory.VAEGeometry:
         """diffusers' temporal tiles (5 latent frames -> 17 frames) above 4 latent frames,

@@ -444,7 +444,8 @@ class HunyuanVideo15Pipeline(PipelineBase):
             joint += (vision.image_size // vision.patch_size) ** 2
         return memory.DiTGeometry(2 if request.guidance_scale > 1 else 1,
                                   memory.patches(request.latent_shape, cfg.patch_size),
-                                  cfg.hidden_size, cfg.heads_num, cfg.mlp_dim, joint=joint)
+                                  cfg.hidden_size, cfg.heads_num, cfg.mlp_dim, joint=joint,
+                                  masked=True)
 
     # ------------------------------------------------------------------------- encoders
     def encode_text(self, prompts: list[str]) -> tuple[jax.Array, jax.Array]:

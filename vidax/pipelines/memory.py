@@ -70,6 +70,8 @@ class DiTGeometry:
     context: int = 0
     joint: int = 0
     split: bool = False
+    #: Its self-attention takes a mask (HunyuanVideo's text padding): the kernel chosen so.
+    masked: bool = False
 
 
 @dataclass(frozen=True)
@@ -246,7 +248,7 @@ def dit_step(g: DiTGeometry, compute_dtype, platform: str, *, dp: int = 1,
     if sp > 1:  # Ulysses: full-length, head-split blocks
         heads, queries = max(1, g.heads // sp), length
     logits, kernel = attention_logits(batch, heads, queries, length, g.dim // g.heads,
-                                      compute_dtype, platform)
+                                      compute_dtype, platform, g.masked)
     context = batch * g.context * g.dim * 4 * 3  # the context and its keys and values
     total = DIT_WIDTH_COPIES * width + DIT_FFN_COPIES * ffn + logits + context
     largest = max((f"attention logits {logits_shape(batch, heads, queries, length, kernel)}",
