@@ -33,7 +33,10 @@ What the authors' ``ltx-pipelines`` 1.0.0 does (``ti2vid_one_stage.py``, ``disti
   is live at strength 0 and set to its strength for stage 2 only (the authors build a second
   transformer with the LoRA fused; ltx-core fuses ``B @ A`` times the strength, no alpha);
 * decoding: the video VAE on the normalised latents (2.5: the diffusion decoder or the conv
-  one), the audio VAE to a stereo mel spectrogram, the vocoder to the waveform.
+  one; the conv one in ltx-core's ``TilingConfig.default()`` tiles where they split the
+  latent, as the authors' distilled and two-stage ``main()`` do:
+  :mod:`vidax.pipelines.ltx_tiles`), the audio VAE to a stereo mel spectrogram, the vocoder
+  to the waveform.
 
 The files: 2.0 / 2.3's single file (DiT, video and audio VAEs, vocoder, text projection; the
 configs in its ``__metadata__``) beside the Gemma 3 folder; 2.5's split files (transformer,
@@ -61,8 +64,7 @@ from vidax import loading, registry
 from vidax.errors import VidaxError
 from vidax.models.ltx2_5.dit import Modality, Perturbations, audio_positions, video_positions
 from vidax.models.ltx2_audio import audio_vae
-from vidax.models.ltx_video.vae import TileSettings, tile_geometry
-from vidax.pipelines import base, memory, overrides
+from vidax.pipelines import base, ltx_tiles, memory, overrides
 from vidax.pipelines.base import PipelineBase, Run, open_folder
 from vidax.pipelines.image import h264_round_trip, resize_bilinear
 from vidax.pipelines.inputs import load_image, seed_key
@@ -94,17 +96,6 @@ VARIANTS = ("2.0-19b-dev", "2.0-19b-distilled", "2.3-22b-dev", "2.3-22b-distille
 TEXT_LEN = 1024                       # ltx-core's LTXVGemmaTokenizer(tokenizer_root, 1024)
 # the distilled LoRA of the dev two-stage pipeline (ltx-2-19b-distilled-lora-384, ...)
 DISTILLED_LORA = "ltx-2*-distilled-lora*.safetensors"
-#: Up to this many pixels (the two-stage pipelines' 1536 x 1024 output, the largest made) the
-#: conv VAE decodes the whole clip at once, as before and as diffusers' pipeline does; above
-#: it in ``AutoencoderKLLTX2Video.enable_tiling()``'s spatial tiles (512 px every 448), each
-#: over every frame. (ltx-pipelines decode in ltx-core's ``TilingConfig.default()``: not ported.)
-UNTILED_PIXELS = 1536 * 1024
-
-
-def vae_tiles(size) -> TileSettings | None:
-    """The conv VAE's spatial tiles for frames ``(width, height)`` (None: the whole clip)."""
-    return TileSettings() if size[0] * size[1] > UNTILED_PIXELS else None
-
 
 @dataclass(frozen=True)
 class Release(base.Release):
@@ -494,21 +485,17 @@ class LTX2Pipeline(PipelineBase):
         return make_request(self.task, self.variant, prompt, release=self.release, **options)
 
     def vae_geometry(self, request: Request) -> memory.VAEGeometry:
-        """The whole video decoded at once (above 1536 x 1024, the conv decoder's largest
-        spatial tile over every frame: :func:`vae_tiles`): the conv decoder's widest stage as
-        LTX-Video's; the 2.5 diffusion decoder's stage-5 SwiGLU (4 x its width per 4 x 4
-        pixel patch). Not calibrated on a measured peak."""
+        """The conv decoder: one pass of :mod:`~vidax.pipelines.ltx_tiles`' decode (the
+        largest ltx-core tile, or the whole clip), its widest stage as LTX-Video's; the 2.5
+        diffusion decoder (not tiled): the whole video, its stage-5 SwiGLU (4 x its width per
+        4 x 4 pixel patch). Not calibrated on a measured peak."""
         cfg, (width, height) = self.release.configs["vae"], request.size
         if self.release.specs["vae"].component == "video_vae":
             channels = 4 * cfg.decoder.stage_channels[-1] / cfg.decoder.patch_size ** 2
-        else:
-            channels = 2 * cfg.decoder_base_channels / cfg.patch_size ** 2
-            if vae_tiles(request.size) is not None:   # the largest tile, all frames
-                g = tile_geometry(request.latent_shape, tiled=vae_tiles(request.size),
-                                  config=cfg)
-                return memory.VAEGeometry(g.sample[0], g.sample[1], g.sample[2], channels,
-                                          g.count, request.frames, frame_size=request.size)
-        return memory.VAEGeometry(request.frames, height, width, channels, 1, request.frames)
+            return memory.VAEGeometry(request.frames, height, width, channels, 1,
+                                      request.frames)
+        return ltx_tiles.vae_geometry(cfg, request.latent_shape, request.size, request.frames,
+                                      2 * cfg.decoder_base_channels / cfg.patch_size ** 2)
 
     def dit_geometry(self, request: Request) -> memory.DiTGeometry:
         cfg = self.release.configs["dit"]
@@ -718,15 +705,14 @@ class LTX2Pipeline(PipelineBase):
         vae = getattr(self, self._decoder("default" if request is None
                                           else request.video_decoder))
         with self._matmul_precision(), self._progress.phase(
-                f"decoding {latents.shape[0]} latent frames"):
+                f"decoding {latents.shape[0]} latent frames", unit="chunk") as advance:
             if hasattr(vae, "noise_shape"):      # the diffusion decoder samples
                 key = jax.random.fold_in(seed_key(0 if request is None else request.seed), 99)
                 video = _decode_diffusion(vae, self._place(latents[None]), key)
-            elif (tiles := vae_tiles(tuple(vae.config.spatial_downscale_factor * n
-                                            for n in latents.shape[2:0:-1]))) is not None:
-                video = vae.decode_tiled(self._place(latents[None]), tiles)
-            else:
-                video = _decode_video(vae, self._place(latents[None]))
+            else:                                # ltx-core's tiles where they split it
+                video = ltx_tiles.decode(vae, self._place(latents[None]),
+                                         lambda z: _decode_video(vae, z),
+                                         on_chunk=lambda done, total: advance(total=total))
         return self.to_uint8(self.check_finite(np.asarray(video[0]), "the decoded video"))
 
     def decode_audio(self, latents) -> tuple[np.ndarray, int]:

@@ -29,7 +29,7 @@ from vidax import registry
 from vidax.errors import VidaxError
 from vidax.models.ltx_video.dit import SKIP_LAYER_STRATEGIES, skip_layer_mask
 from vidax.models.t5.model import T5Config
-from vidax.pipelines import base, memory, overrides
+from vidax.pipelines import base, ltx_tiles, memory, overrides
 from vidax.pipelines.base import Needed, Part, PipelineBase, Run, find_files, open_folder
 from vidax.pipelines.inputs import (check_frames, check_size, load_image, read_json_config, refuse,
                                     seed_key, tokenize)
@@ -486,10 +486,12 @@ class LTXVideoPipeline(PipelineBase):
         return memory.DiTGeometry(3, int(np.prod(shape[:3])), cfg.inner_dim,
                                   cfg.num_attention_heads, 4 * cfg.inner_dim, TEXT_LEN)
 
-    def vae_geometry(self, request: Request) -> memory.VAEGeometry:  # the whole video at once
-        (width, height), c = request.pass_sizes()[-1], self.release.configs["vae"]
-        return memory.VAEGeometry(request.frames, height, width, 2 * c.decoder_base_channels
-                                  / c.patch_size ** 2, 1, request.frames)
+    def vae_geometry(self, request: Request) -> memory.VAEGeometry:
+        """One pass of :mod:`~vidax.pipelines.ltx_tiles`' decode at the last pass's size: the
+        largest ltx-core tile, or the whole video."""
+        size, c = request.pass_sizes()[-1], self.release.configs["vae"]
+        return ltx_tiles.vae_geometry(c, request.latent_shape_at(size), size, request.frames,
+                                      2 * c.decoder_base_channels / c.patch_size ** 2)
 
     def encode_text(self, prompts: list[str]) -> tuple[jax.Array, jax.Array]:
         """T5 states ``[len(prompts), 256, D]`` (float32) and the masks ``[len(prompts), 256]``."""
@@ -655,12 +657,17 @@ class LTXVideoPipeline(PipelineBase):
         return (up - mean) / std * ref_std + ref_mean
 
     # ------------------------------------------------------------------------- decoding
-    def decode_latents(self, latents: jax.Array, timestep: float | None = None) -> jax.Array:
+    def decode_latents(self, latents: jax.Array, timestep: float | None = None,
+                       on_chunk=None) -> jax.Array:
         """Normalised latents -> frames in [-1, 1]: the VAE at the decode ``timestep`` where it
-        is timestep-conditioned."""
+        is timestep-conditioned, in ltx-core's default tiles where they split the latent
+        (:mod:`vidax.pipelines.ltx_tiles`; their ``inference.py`` decodes whole)."""
         if timestep is None or not self.vae.config.timestep_conditioning:
-            return _decode_plain(self.vae, latents)
-        return _decode_jit(self.vae, latents, jnp.float32(timestep))
+            return ltx_tiles.decode(self.vae, latents, lambda z: _decode_plain(self.vae, z),
+                                    on_chunk=on_chunk)
+        t = jnp.float32(timestep)
+        return ltx_tiles.decode(self.vae, latents, lambda z: _decode_jit(self.vae, z, t),
+                                timestep=t, on_chunk=on_chunk)
 
     def decode(self, latents, request: Request, draws: Draws | None = None) -> np.ndarray:
         """Normalised latents ``[F', h, w, C]`` -> uint8 frames ``[F, H, W, 3]`` at the
@@ -683,11 +690,12 @@ class LTXVideoPipeline(PipelineBase):
         if not request.multiscale and request.settings.tone_map_compression_ratio:
             ratio = request.settings.tone_map_compression_ratio
         with self._matmul_precision(), self._progress.phase(
-                f"decoding {latents.shape[1]} latent frames"):
+                f"decoding {latents.shape[1]} latent frames", unit="chunk") as advance:
             s = jnp.float32(request.decode_noise_scale)
             mixed = latents * (1 - s) + self._place(noise[None]) * s
             video = self.check_finite(np.asarray(self.decode_latents(
-                tone_map_latents(mixed, ratio), request.decode_timestep)[0]), "the video")
+                tone_map_latents(mixed, ratio), request.decode_timestep,
+                on_chunk=lambda done, total: advance(total=total))[0]), "the video")
         unit = np.clip(video / np.float32(2) + np.float32(0.5), 0, 1)   # their postprocess
         width, height = request.size
         if unit.shape[1:3] != (height, width):

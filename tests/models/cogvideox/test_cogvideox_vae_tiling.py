@@ -31,7 +31,7 @@ from vidax.errors import VidaxError
 from vidax.models.cogvideox import vae as cog_vae
 from vidax.models.cogvideox.vae import (CogVideoXVAE, CogVideoXVAEConfig, TileSettings,
                                         tile_geometry)
-from vidax.models.hunyuan_video.vae import spatially_tiled
+from vidax.tiling import spatially_tiled
 
 jax.config.update("jax_default_matmul_precision", "highest")
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")

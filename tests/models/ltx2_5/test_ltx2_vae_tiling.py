@@ -31,7 +31,7 @@ from tests.parity import (assert_fails, assert_parity, draw_inputs, to_channels_
                           to_ncthw)
 from tests.reference.tiled_vae import ltx2_tiled_reference
 from vidax.errors import VidaxError
-from vidax.models.hunyuan_video.vae import spatially_tiled
+from vidax.tiling import spatially_tiled
 from vidax.models.ltx_video import vae as ltx_vae
 from vidax.models.ltx_video.vae import TileSettings, tile_geometry
 

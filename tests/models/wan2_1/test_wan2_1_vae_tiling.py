@@ -34,7 +34,7 @@ from flax import nnx
 from tests.parity import assert_fails, assert_parity
 from tests.reference.tiled_vae import wan_case
 from vidax.errors import VidaxError
-from vidax.models.hunyuan_video.vae import spatially_tiled
+from vidax.tiling import spatially_tiled
 from vidax.models.wan2_1 import vae as wan_vae
 from vidax.models.wan2_1.vae import TileSettings, WanVAE, WanVAEConfig, tile_geometry
 

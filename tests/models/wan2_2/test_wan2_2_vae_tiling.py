@@ -27,8 +27,8 @@ from flax import nnx
 
 from tests.parity import assert_fails, assert_parity
 from tests.reference.tiled_vae import wan_case
-from vidax.models.hunyuan_video.config import SpatialTiles
-from vidax.models.hunyuan_video.vae import spatially_tiled
+from vidax.tiling import SpatialTiles
+from vidax.tiling import spatially_tiled
 from vidax.models.wan2_1 import vae as wan_vae
 from vidax.models.wan2_1.vae import TileSettings, tile_geometry
 from vidax.models.wan2_2.vae import Wan22VAEConfig, unpatchify

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vidax.errors import VidaxError
-from vidax.models.hunyuan_video.config import SpatialTiles
+from vidax.tiling import SpatialTiles
 
 # ------------------------------------------------------------------------- DiT
 #: ``CogVideoXTransformer3DModel`` config keys with one implemented value (every release's),

@@ -55,8 +55,8 @@ from flax import nnx
 
 from vidax.errors import VidaxError
 from vidax.models.cogvideox.config import CogVideoXVAEConfig, TileSettings
-from vidax.models.hunyuan_video.config import SpatialTiles, TileGeometry
-from vidax.models.hunyuan_video.vae import spatially_tiled
+from vidax.tiling import SpatialTiles, TileGeometry
+from vidax.tiling import spatially_tiled, ticker
 from vidax.nn.causal_conv import CausalConv3d, ChunkCache
 from vidax.nn.group_norm import GroupNorm
 from vidax.nn.layers import Conv, KeyGen
@@ -390,9 +390,9 @@ class CogVideoXVAE(nnx.Module):
         t, h, w = z.shape[1:4]
         chunks = len(frame_batches(t, DECODE_FRAMES_PER_CHUNK))
         if spatial is None or not spatial.applies(h, w):
-            video = _frames(graphdef, state, z, _ticker(chunks, on_chunk))
+            video = _frames(graphdef, state, z, ticker(chunks, on_chunk))
         else:
-            tick = _ticker(chunks * len(spatial.grid(h, w)), on_chunk)
+            tick = ticker(chunks * len(spatial.grid(h, w)), on_chunk)
             video = spatially_tiled(lambda tile: _frames(graphdef, state, tile, tick), z,
                                     spatial, cfg.spatial_stride)
         return np.clip(video, -1.0, 1.0) if clamp else video
@@ -430,17 +430,6 @@ def tile_geometry(latent_shape, *, tiled=False,
     out = rt * frames - (rt - 1 if frames % 2 else 0)   # an odd batch keeps its first alone
     return TileGeometry(largest, (out, r * largest[1], r * largest[2]),
                         len(shapes) * len(batches), tuple(dict.fromkeys(shapes)))
-
-
-def _ticker(total: int, on_chunk):
-    """A callable reporting ``on_chunk(done, total)`` once per decoded chunk."""
-    done = iter(range(1, total + 1))
-
-    def tick():
-        n = next(done)
-        if on_chunk is not None:
-            on_chunk(n, total)
-    return tick
 
 
 def _frames(graphdef, state, z, tick) -> np.ndarray:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vidax.errors import VidaxError
+from vidax.tiling import SpatialTiles, TileGeometry  # noqa: F401  (re-exported)
 
 # ------------------------------------------------------------------------- DiT
 # The authors' named architectures (``HUNYUAN_VIDEO_CONFIG``) that ``from_dict`` resolves a
@@ -220,40 +221,6 @@ TILE_FRAMES, TILE_STRIDE = 16, 12
 #: diffusers' spatial-tile defaults (``enable_tiling``): ``tile_sample_min_height`` / ``_width``
 #: and ``tile_sample_stride_height`` / ``_width``, in output pixels.
 TILE_SIZE, TILE_SPATIAL_STRIDE = 256, 192
-
-
-@dataclass(frozen=True)
-class SpatialTiles:
-    """A spatial tiling as diffusers' ``tiled_decode`` loops (and the authors'
-    ``spatial_tiled_decode``) run it: latent tiles of ``tile`` (height, width) latent pixels
-    starting every ``stride``; each decoded tile's first ``blend`` output rows / columns
-    cross-faded from its upper / left neighbour's last ones, then its first ``keep`` rows /
-    columns kept. Tiling applies when the latent is larger than one tile in either direction."""
-
-    tile: tuple[int, int]
-    stride: tuple[int, int]
-    blend: tuple[int, int]
-    keep: tuple[int, int]
-
-    def applies(self, h: int, w: int) -> bool:
-        return h > self.tile[0] or w > self.tile[1]
-
-    def grid(self, h: int, w: int) -> list[tuple[int, int, int, int]]:
-        """``(top, left, height, width)`` of every latent tile, in raster order."""
-        return [(i, j, min(self.tile[0], h - i), min(self.tile[1], w - j))
-                for i in range(0, h, self.stride[0]) for j in range(0, w, self.stride[1])]
-
-
-@dataclass(frozen=True)
-class TileGeometry:
-    """The decoder passes of one tiled decode: the largest tile's ``latent`` ``(T, h, w)``
-    and its decoded ``sample`` ``(frames, H, W)``, the ``count`` of passes, and the distinct
-    latent tile ``shapes`` (one compiled program each)."""
-
-    latent: tuple[int, int, int]
-    sample: tuple[int, int, int]
-    count: int
-    shapes: tuple[tuple[int, int, int], ...]
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,8 @@ import numpy as np
 from flax import nnx
 
 from vidax.errors import VidaxError
+from vidax.tiling import blend as _blend  # noqa: F401
+from vidax.tiling import counted, spatially_tiled  # noqa: F401  (re-exported)
 from vidax.models.hunyuan_video.config import (  # noqa: F401  (the tiling API, re-exported)
     AUTHORS_TILES, TILE_FRAMES, TILE_SIZE, TILE_SPATIAL_STRIDE, TILE_STRIDE,
     HunyuanVideoVAEConfig, SpatialTiles, TileGeometry, TileSettings)
@@ -397,45 +399,6 @@ class HunyuanVideoVAE(nnx.Module):
 
 
 # --------------------------------------------------------------------------- spatial tiles
-def _blend(a: np.ndarray, b: np.ndarray, extent: int, axis: int) -> None:
-    """diffusers' ``blend_v`` / ``blend_h`` / ``blend_t`` (in place on ``b``): its first
-    ``n = min(extent, both sizes)`` entries along ``axis`` become ``a``'s last ``n`` times
-    ``1 - k/n`` plus themselves times ``k/n`` (float32 weights)."""
-    n = min(a.shape[axis], b.shape[axis], extent)
-    if n <= 0:
-        return
-    shape = [1] * b.ndim
-    shape[axis] = n
-    k = np.arange(n, dtype=np.float64) / n
-    head = (slice(None),) * axis
-    b[head + (slice(0, n),)] = (a[head + (slice(a.shape[axis] - n, None),)]
-                                * (1 - k).astype(np.float32).reshape(shape)
-                                + b[head + (slice(0, n),)] * k.astype(np.float32).reshape(shape))
-
-
-def spatially_tiled(run, z, tiles: SpatialTiles, ratio: int) -> np.ndarray:
-    """diffusers' ``tiled_decode`` over latents ``z [B, T, h, w, C]``: ``run`` (one decoder
-    pass, returning host numpy ``[B, F, H, W, 3]``) on each tile in raster order; each decoded
-    tile is blended as soon as it arrives with its already-blended upper and left neighbours
-    (the order diffusers' in-place loops give), on the host; only the previous row of tiles
-    is kept. Output cut to ``ratio * (h, w)``."""
-    h, w = z.shape[2:4]
-    rows, prev, row = [], None, []
-    grid = tiles.grid(h, w)
-    for n, (i, j, th, tw) in enumerate(grid):
-        tile = np.array(run(z[:, :, i:i + th, j:j + tw]), np.float32)
-        if prev is not None:
-            _blend(prev[len(row)], tile, tiles.blend[0], axis=2)
-        if row:
-            _blend(row[-1], tile, tiles.blend[1], axis=3)
-        row.append(tile)
-        if n + 1 == len(grid) or grid[n + 1][0] != i:
-            rows.append(np.concatenate([t[:, :, :tiles.keep[0], :tiles.keep[1]] for t in row],
-                                       axis=3))
-            prev, row = row, []
-    return np.concatenate(rows, axis=2)[:, :, :ratio * h, :ratio * w]
-
-
 def _settings(tiled) -> TileSettings | None:
     if tiled is True:
         return TileSettings()
@@ -457,20 +420,6 @@ def _temporal_starts(t: int, framewise: bool, settings: TileSettings | None
     if not framewise or t <= tile:
         return [(0, t)]
     return [(i, min(tile + 1, t - i)) for i in range(0, t, stride)]
-
-
-def counted(decode, total: int, on_chunk=None):
-    """``decode`` calling ``on_chunk(done, total)`` after each of its calls (one decoder pass
-    of a tiled decode; the pipelines' progress)."""
-    done = iter(range(1, total + 1))
-
-    def one(x):
-        out = decode(x)
-        if on_chunk is not None:
-            on_chunk(next(done), total)
-        return out
-
-    return one
 
 
 def tile_geometry(latent_shape, *, framewise: bool = False, tiled=False,

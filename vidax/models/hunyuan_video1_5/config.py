@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from vidax.errors import VidaxError
-from vidax.models.hunyuan_video.config import DiTGeometry, SpatialTiles
+from vidax.models.hunyuan_video.config import DiTGeometry
+from vidax.tiling import SpatialTiles
 
 # ------------------------------------------------------------------------- DiT
 # Options of the authors' class for which vidax implements one value: every release's.

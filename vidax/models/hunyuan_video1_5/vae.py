@@ -61,7 +61,8 @@ import numpy as np
 from flax import nnx
 
 from vidax.errors import VidaxError
-from vidax.models.hunyuan_video.vae import CausalConv, TileGeometry, counted, spatially_tiled
+from vidax.models.hunyuan_video.vae import CausalConv
+from vidax.tiling import TileGeometry, counted, spatially_tiled
 from vidax.models.hunyuan_video1_5.config import (  # noqa: F401  (the tiling API, re-exported)
     AUTHORS_SMALL_GPU_TILES, AUTHORS_TILES, DIFFUSERS_TILES, HunyuanVideo15VAEConfig, Resampler,
     TileSettings)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vidax.errors import VidaxError
-from vidax.models.hunyuan_video.config import SpatialTiles
+from vidax.tiling import SpatialTiles
 
 # ------------------------------------------------------------------------- DiT
 @dataclass(frozen=True)
@@ -480,15 +480,21 @@ class LTX2UpsamplerConfig(LTXVideoUpsamplerConfig):
 # ------------------------------------------------------------ VAE tiling (issue #19)
 @dataclass(frozen=True)
 class TileSettings:
-    """The spatial tiles of :meth:`LTXVideoVAE.decode_tiled`, in output pixels: diffusers'
-    ``enable_tiling`` arguments ``tile_sample_min_height`` / ``_width`` and
-    ``tile_sample_stride_height`` / ``_width``, defaults its constructor's (512 px every
-    448). Multiples of the spatial stride (32), each stride positive and at most its size."""
+    """The tiles of :meth:`LTXVideoVAE.decode_tiled`, in output pixels and frames: diffusers'
+    ``enable_tiling`` arguments (``autoencoder_kl_ltx.py`` / ``autoencoder_kl_ltx2.py``)
+    ``tile_sample_min_height`` / ``_width`` / ``_num_frames`` and
+    ``tile_sample_stride_height`` / ``_width`` / ``_num_frames``, defaults its constructor's
+    (512 px every 448; 16 frames every 8, used only with ``framewise``). Spatial sizes and
+    strides are multiples of the spatial stride (32), temporal ones of the temporal stride
+    (8); each stride positive and at most its size. (:class:`LTXCoreTiles` is ltx-core's
+    tiling, which the LTX pipelines decode in.)"""
 
     height: int = 512
     width: int = 512
     stride_height: int = 448
     stride_width: int = 448
+    frames: int = 16
+    stride_frames: int = 8
 
     def spatial(self, ratio: int = 32) -> SpatialTiles:
         """Latent tiles ``size // ratio`` every ``stride // ratio``; blend ``size - stride``
@@ -501,3 +507,106 @@ class TileSettings:
         (h, sh), (w, sw) = pairs
         return SpatialTiles((h // ratio, w // ratio), (sh // ratio, sw // ratio),
                             (h - sh, w - sw), (sh, sw))
+
+    def temporal(self, ratio: int = 8) -> TemporalTiles:
+        """The framewise tiles in latent frames (``_temporal_tiled_decode``)."""
+        if self.frames % ratio or self.stride_frames % ratio or not (
+                0 < self.stride_frames <= self.frames):
+            raise VidaxError(f"LTX VAE tiles {self}: frames and stride_frames must be positive "
+                             f"multiples of {ratio}, the stride at most the size")
+        return TemporalTiles(self.frames // ratio, self.stride_frames // ratio,
+                             self.frames - self.stride_frames, self.stride_frames, ratio)
+
+
+@dataclass(frozen=True)
+class TemporalTiles:
+    """diffusers' ``_temporal_tiled_decode`` (``AutoencoderKLLTXVideo`` and
+    ``AutoencoderKLLTX2Video``) in latent frames: where the latent has more than ``tile``
+    frames, tiles of ``tile + 1`` latent frames starting every ``stride``; every tile but the
+    first loses its *last* decoded frame; each tile's first ``blend`` output frames cross-fade
+    from the previous tile's last ones (``blend_t``), then the first tile keeps ``keep + 1``
+    frames and every later one ``keep``. ``ratio``: output frames per latent frame."""
+
+    tile: int
+    stride: int
+    blend: int
+    keep: int
+    ratio: int
+
+    def applies(self, t: int) -> bool:
+        return t > self.tile
+
+    def spans(self, t: int) -> list[tuple[int, int]]:
+        """``(first, length)`` latent frames of each tile whose output is kept: diffusers also
+        decodes a last one-frame tile, whose one frame it then drops (so vidax skips it)."""
+        if not self.applies(t):
+            return [(0, t)]
+        return [(i, min(self.tile + 1, t - i)) for i in range(0, t, self.stride)
+                if i == 0 or t - i > 1]
+
+
+@dataclass(frozen=True)
+class LTXCoreTiles:
+    """ltx-core 1.0.0's ``TilingConfig`` (``ltx_core/model/video_vae/tiling.py``), the tiles
+    of :meth:`LTXVideoVAE.decode_tiled` given one of these: ``pixels`` / ``overlap_pixels``
+    (``SpatialTilingConfig``; ``pixels=None``: no spatial tiles) and ``frames`` /
+    ``overlap_frames`` (``TemporalTilingConfig``; ``frames=None``: no temporal tiles).
+    :meth:`default` is ``TilingConfig.default()``: 512 px overlapping by 64, 64 frames
+    overlapping by 24, what ltx-pipelines' distilled and two-stage ``main()`` decode with
+    (:mod:`vidax.pipelines.ltx_tiles`). Sizes and overlaps
+    are multiples of the VAE's spatial (temporal) stride, each overlap below its size (ltx-core
+    asks for multiples of 32 px and 8 frames, at least 64 px and 16 frames)."""
+
+    pixels: int | None = 512
+    overlap_pixels: int = 64
+    frames: int | None = 64
+    overlap_frames: int = 24
+
+    @classmethod
+    def default(cls) -> LTXCoreTiles:
+        return cls()
+
+    def _check(self, size, overlap, ratio: int, unit: str) -> None:
+        if size is not None and (size % ratio or overlap % ratio or not 0 <= overlap < size):
+            raise VidaxError(f"LTX VAE tiles {self}: {unit} sizes and overlaps must be "
+                             f"multiples of {ratio}, each overlap below its size")
+
+    def spans(self, latent_shape, spatial_ratio: int, temporal_ratio: int):
+        """The latent intervals ``(start, end, left_ramp, right_ramp)`` along time, height and
+        width (three lists) that ltx-core's ``VideoDecoder._prepare_tiles`` makes for latents
+        ``(T, h, w)``; a tile is one interval of each."""
+        self._check(self.pixels, self.overlap_pixels, spatial_ratio, "spatial")
+        self._check(self.frames, self.overlap_frames, temporal_ratio, "temporal")
+        t, h, w = latent_shape[:3]
+        times = [(0, t, 0, 0)]
+        if self.frames is not None:
+            times = _core_split(t, self.frames // temporal_ratio,
+                                self.overlap_frames // temporal_ratio, causal=True)
+        rows, cols = [(0, h, 0, 0)], [(0, w, 0, 0)]
+        if self.pixels is not None:
+            size, overlap = self.pixels // spatial_ratio, self.overlap_pixels // spatial_ratio
+            # each axis's tile scaled by its share of the longer side, at least overlap + 1
+            # (and 2) latent pixels
+            rows, cols = (_core_split(n, max(2, overlap + 1, round(size * n / max(h, w))),
+                                      overlap) for n in (h, w))
+        return times, rows, cols
+
+
+def _core_split(n: int, size: int, overlap: int, causal: bool = False):
+    """ltx-core's ``split_with_symmetric_overlaps`` (``causal``: ``split_temporal_latents``)
+    along an axis of ``n`` latents: one interval where ``n <= size``; else tiles of ``size``
+    every ``size - overlap`` (as many as ``(n + size - 2 overlap - 1) // (size - overlap)``,
+    the last cut at ``n``) ramping over ``overlap`` where they meet; ``causal``: every tile
+    after the first starts one latent frame earlier and ramps over one more."""
+    if n <= size:
+        return [(0, n, 0, 0)]
+    step = size - overlap
+    count = (n + size - 2 * overlap - 1) // step
+    spans = []
+    for i in range(count):
+        start, end = i * step, n if i == count - 1 else i * step + size
+        left, right = (overlap if i else 0), (overlap if i < count - 1 else 0)
+        if causal and i:
+            start, left = start - 1, left + 1
+        spans.append((start, end, left, right))
+    return spans

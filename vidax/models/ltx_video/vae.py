@@ -46,13 +46,43 @@ are reproducible and comparable.
 Precision: the computation runs in the input's dtype (float32 by default); the parameters
 are cast at use. Normalisation statistics in float32.
 
-Spatial tiles (:meth:`LTXVideoVAE.decode_tiled`, a host loop; :meth:`~LTXVideoVAE.decode`
-stays one traced computation): diffusers' ``tiled_decode`` of ``AutoencoderKLLTX2Video``
-(``autoencoder_kl_ltx2.py``; ``AutoencoderKLLTXVideo``'s is the same): where the latent is
-larger than one tile, latent tiles of ``tile_sample_min // 32`` starting every
-``tile_sample_stride // 32`` (512 px every 448: 16 every 14), each decoded over every frame;
-on the host each tile's first ``size - stride`` rows / columns cross-fade from its already
-blended upper / left neighbour (``blend_v`` / ``blend_h``), ``stride`` of them kept.
+Tiles (:meth:`LTXVideoVAE.decode_tiled`, a host loop; :meth:`~LTXVideoVAE.decode` stays
+one traced computation), two ways; in both the 0.9.x decode timestep goes to every tile's
+decoder unchanged, each tile is one jitted program per shape, and its video is moved to the
+host, where the blending runs.
+
+With a :class:`TileSettings`: diffusers' ``AutoencoderKLLTXVideo`` / ``AutoencoderKLLTX2Video``
+(``autoencoder_kl_ltx.py`` / ``autoencoder_kl_ltx2.py``, the same loops) with
+``enable_tiling()``:
+
+* spatial (``tiled_decode``): where the latent is larger than one tile, latent tiles of
+  ``tile_sample_min // 32`` starting every ``tile_sample_stride // 32`` (512 px every 448: 16
+  every 14), each decoded over the frames it is given; each tile's first ``size - stride``
+  rows / columns cross-fade from its already blended upper / left neighbour (``blend_v`` /
+  ``blend_h``), ``stride`` of them kept;
+* temporal (``_temporal_tiled_decode``, with ``framewise=True``: diffusers'
+  ``use_framewise_decoding``): where the latent has more than ``tile_sample_min_num_frames //
+  8`` frames (16 frames: 2), tiles of that many latent frames plus one, every
+  ``tile_sample_stride_num_frames // 8`` (8 frames: 1), each spatially tiled as above where
+  it is larger than a spatial tile. A tile after the first drops its *last* decoded frame; its
+  first ``min_num_frames - stride_num_frames`` frames cross-fade from the previous tile's last
+  ones (``blend_t``, in place, in order), then the first tile keeps ``stride + 1`` frames and
+  the others ``stride``. diffusers also decodes a final one-latent-frame tile whose only frame
+  it then drops; vidax skips it (same output). As placed, every later tile's frames land one
+  frame after the time they show: a tile's first decoded frame is its first latent's causal
+  "image" frame, time ``8 i`` (ltx-core's ``map_temporal_interval_to_frame``), concatenated at
+  ``8 i + 1`` (on the tiny VAE a later tile's frames are 2-4x closer to the untiled decode's
+  previous frame than to the same one). diffusers' numbers, reproduced as they are.
+
+With an :class:`LTXCoreTiles` (what the LTX pipelines use, :mod:`vidax.pipelines.ltx_tiles`):
+ltx-core's ``VideoDecoder.tiled_decode`` (``ltx_core/model/video_vae/video_vae.py`` and
+``tiling.py``): per axis, tiles of ``size`` latents every ``size - overlap``
+(``split_with_symmetric_overlaps``; a spatial tile first scaled by its axis's share of the
+longer side), a later temporal tile starting one latent frame early
+(``split_temporal_latents``); each decoded tile weighted by the product of its axes'
+trapezoidal ramps (``compute_trapezoidal_mask_1d``: over the overlaps, a later temporal tile's
+causal first frame at weight 0) and summed into the video, which is divided by the summed
+weights.
 """
 
 from __future__ import annotations
@@ -66,10 +96,12 @@ import numpy as np
 from flax import nnx
 
 from vidax.errors import VidaxError
-from vidax.models.hunyuan_video.config import SpatialTiles, TileGeometry
-from vidax.models.hunyuan_video.vae import counted, spatially_tiled
-from vidax.models.ltx_video.config import (
-    DECODER_STRIDES, ENCODER_STRIDES, PADDING_MODES, LTXVideoVAEConfig, TileSettings)
+from vidax.tiling import TileGeometry
+from vidax.tiling import blend as _blend
+from vidax.tiling import counted, spatially_tiled
+from vidax.models.ltx_video.config import (  # noqa: F401  (the tiling API, re-exported)
+    DECODER_STRIDES, ENCODER_STRIDES, PADDING_MODES, LTXCoreTiles, LTXVideoVAEConfig,
+    TemporalTiles, TileSettings)
 from vidax.models.ltx_video.dit import CombinedTimestepEmbedding
 from vidax.nn.layers import Conv, KeyGen, init_param
 
@@ -391,15 +423,21 @@ class LTXVideoVAE(nnx.Module):
             latents = latents * (1 - s) + jnp.asarray(noise, latents.dtype) * s
         return self.decode(self.denormalize(latents), timestep)
 
-    def decode_tiled(self, latents, tiled: bool | TileSettings = True, *,
-                     normalized: bool = True, timestep=None, on_chunk=None) -> np.ndarray:
-        """:meth:`decode_normalized` (``normalized=False``: :meth:`decode`) in spatial tiles,
-        as diffusers' ``tiled_decode`` (the module docstring): ``True`` for its
-        ``enable_tiling()`` defaults (512 px every 448), or a :class:`TileSettings`; a latent
-        of at most one tile decodes in one pass. One jitted program per tile shape, every
-        tile's video on the host as it is made, blended there; ``on_chunk(done, total)``
-        after each pass (:func:`tile_geometry` counts them). Returns numpy float32,
-        unclamped. Decode noise is not mixed in here (:meth:`decode_normalized` does it)."""
+    def decode_tiled(self, latents, tiled: bool | TileSettings | LTXCoreTiles = True, *,
+                     framewise: bool = False, normalized: bool = True, timestep=None,
+                     on_chunk=None) -> np.ndarray:
+        """:meth:`decode_normalized` (``normalized=False``: :meth:`decode`) in tiles (the
+        module docstring). ``tiled``: diffusers' ``_decode`` with ``enable_tiling()`` --
+        ``True`` for its default spatial tiles (512 px every 448), a :class:`TileSettings`,
+        or ``False`` (none), ``framewise=True`` adding its temporal tiles
+        (``use_framewise_decoding``; ``tiled``'s temporal sizes, else 16 frames every 8) --
+        or an :class:`LTXCoreTiles`: ltx-core's ``VideoDecoder.tiled_decode`` (``framewise``
+        is then unused). A latent no larger than a tile decodes in one pass. ``timestep``: a
+        timestep-conditioned decoder's decode timestep, given to every tile. One jitted
+        program per tile shape, every tile's video on the host as it is made, blended there;
+        ``on_chunk(done, total)`` after each pass (:func:`tile_geometry` counts them).
+        Returns numpy float32, unclamped. Decode noise is not mixed in here
+        (:meth:`decode_normalized` does it)."""
         cfg = self.config
         z = jnp.asarray(latents, _F32)
         if z.ndim != 5 or z.shape[-1] != cfg.latent_channels:
@@ -408,12 +446,25 @@ class LTXVideoVAE(nnx.Module):
         if normalized:
             z = self.denormalize(z)
         ratio = cfg.spatial_downscale_factor
-        spatial = _spatial_tiles(tiled, ratio)
+        total = tile_geometry(z.shape[1:4], tiled=tiled, framewise=framewise, config=cfg).count
         graphdef, state = nnx.split(self)
-        applies = spatial is not None and spatial.applies(*z.shape[2:4])
-        run = counted(lambda tile: np.asarray(_decode(graphdef, state, tile, timestep)),
-                      len(spatial.grid(*z.shape[2:4])) if applies else 1, on_chunk)
-        return spatially_tiled(run, z, spatial, ratio) if applies else run(z)
+        run = counted(lambda tile: np.asarray(_decode(graphdef, state, tile, timestep)), total,
+                      on_chunk)
+        if isinstance(tiled, LTXCoreTiles):
+            return ltx_core_tiled(run, z, tiled, ratio, cfg.temporal_downscale_factor)
+        settings = _settings(tiled)
+        spatial = None if settings is None else settings.spatial(ratio)
+        temporal = ((settings or TileSettings()).temporal(cfg.temporal_downscale_factor)
+                    if framewise else None)
+
+        def piece(x):
+            if spatial is not None and spatial.applies(*x.shape[2:4]):
+                return spatially_tiled(run, x, spatial, ratio)
+            return run(x)
+
+        if temporal is not None and temporal.applies(z.shape[1]):
+            return temporally_tiled(piece, z, temporal)
+        return piece(z)
 
     # ------------------------------------------------------------------ statistics
     def normalize(self, z: jax.Array) -> jax.Array:
@@ -430,31 +481,123 @@ class LTXVideoVAE(nnx.Module):
                 + stats.mean_of_means[...].astype(z.dtype))
 
 
-# ----------------------------------------------------------------------------- spatial tiles
-def _spatial_tiles(tiled, ratio: int) -> SpatialTiles | None:
+# ----------------------------------------------------------------------------- tiles
+def _settings(tiled) -> TileSettings | None:
     if tiled is False or tiled is None:
         return None
     if tiled is True:
-        tiled = TileSettings()
+        return TileSettings()
     if not isinstance(tiled, TileSettings):
-        raise VidaxError(f"LTX VAE decode_tiled: tiled must be a bool or a "
-                         f"vidax.models.ltx_video.vae.TileSettings, got {tiled!r}")
-    return tiled.spatial(ratio)
+        raise VidaxError(f"LTX VAE decode_tiled: tiled must be a bool, a "
+                         f"vidax.models.ltx_video.vae.TileSettings or an LTXCoreTiles, got "
+                         f"{tiled!r}")
+    return tiled
 
 
-def tile_geometry(latent_shape, *, tiled=True, config) -> TileGeometry:
+def temporally_tiled(run, z, tiles: TemporalTiles) -> np.ndarray:
+    """diffusers' ``_temporal_tiled_decode`` over latents ``z [B, T, h, w, C]``: ``run`` (a
+    tile's decode, host numpy ``[B, F, H, W, 3]``) on each of ``tiles.spans``; a tile after
+    the first without its last frame, its first ``tiles.blend`` frames cross-faded in place
+    from the previous (already blended) tile's last ones (``blend_t``), then ``keep + 1``
+    frames of the first tile and ``keep`` of each later one, cut to ``ratio (T - 1) + 1``."""
+    t = z.shape[1]
+    kept, prev = [], None
+    for first, length in tiles.spans(t):
+        out = np.array(run(z[:, first:first + length]), np.float32)
+        if first > 0:
+            out = out[:, :-1]
+        if prev is not None:
+            _blend(prev, out, tiles.blend, axis=1)
+        kept.append(out[:, :tiles.keep + (first == 0)])
+        prev = out
+    return np.concatenate(kept, axis=1)[:, :tiles.ratio * (t - 1) + 1]
+
+
+def _ramp(length: int, left: int, right: int, from_zero: bool) -> np.ndarray:
+    """ltx-core's ``compute_trapezoidal_mask_1d``: ones, the first ``left`` entries rising
+    linearly (from 0 with ``from_zero``, else from ``1 / (left + 1)``) and the last ``right``
+    falling to ``1 / (right + 1)``, float32."""
+    left, right = min(max(left, 0), length), min(max(right, 0), length)
+    mask = np.ones(length, np.float32)
+    if left:
+        rise = np.linspace(0, 1, left + 2, dtype=np.float32)[1:-1] if not from_zero else \
+            np.linspace(0, 1, left + 1, dtype=np.float32)[:-1]
+        mask[:left] *= rise
+    if right:
+        mask[length - right:] *= np.linspace(1, 0, right + 2, dtype=np.float32)[1:-1]
+    return np.clip(mask, 0, 1)
+
+
+def ltx_core_tiles(latent_shape, tiles: LTXCoreTiles, ratio: int, time_ratio: int):
+    """The tiles of ltx-core's ``VideoDecoder._prepare_tiles`` for latents ``(T, h, w)``, in
+    its order (time, then rows, then columns): ``(latent, output, ramps)`` -- the latent
+    slices ``(T, h, w)``, the output slices ``(frames, H, W)`` and the three 1-D float32
+    weights along them (``map_temporal_interval_to_frame`` / ``map_spatial_interval_to_pixel``:
+    latent ``[s, e)`` -> frames ``[r s, 1 + r (e - 1))``, a left ramp of ``l`` latent frames ->
+    ``1 + r (l - 1)`` frames rising from 0, so that a later tile's first (causal "image")
+    frame weighs nothing; ``R`` pixels per latent pixel, ramps rising from ``1 / (n + 1)``)."""
+    times, rows, cols = tiles.spans(latent_shape, ratio, time_ratio)
+    out = []
+    for t0, t1, tl, tr in times:
+        ft = slice(time_ratio * t0, 1 + time_ratio * (t1 - 1))
+        mt = _ramp(ft.stop - ft.start, 0 if tl == 0 else 1 + (tl - 1) * time_ratio,
+                   tr * time_ratio, True)
+        for h0, h1, hl, hr in rows:
+            mh = _ramp(ratio * (h1 - h0), ratio * hl, ratio * hr, False)
+            for w0, w1, wl, wr in cols:
+                mw = _ramp(ratio * (w1 - w0), ratio * wl, ratio * wr, False)
+                out.append(((slice(t0, t1), slice(h0, h1), slice(w0, w1)),
+                            (ft, slice(ratio * h0, ratio * h1), slice(ratio * w0, ratio * w1)),
+                            (mt, mh, mw)))
+    return out
+
+
+def ltx_core_tiled(run, z, tiles: LTXCoreTiles, ratio: int, time_ratio: int) -> np.ndarray:
+    """ltx-core's ``VideoDecoder.tiled_decode`` over latents ``z [B, T, h, w, C]``: ``run`` (a
+    tile's decode, host numpy) on each of :func:`ltx_core_tiles`, the decoded tile weighted by
+    the product of its three ramps and summed into the video, which is divided by the summed
+    weights (at least 1e-8) at the end. ltx-core streams one temporal group at a time; the
+    sums are the same (up to the order of float additions)."""
+    b, t, h, w = z.shape[:4]
+    frames = time_ratio * (t - 1) + 1
+    weight = np.zeros((frames, ratio * h, ratio * w), np.float32)
+    video = None
+    for latent, where, (mt, mh, mw) in ltx_core_tiles((t, h, w), tiles, ratio, time_ratio):
+        tile = np.asarray(run(z[(slice(None),) + latent]), np.float32)
+        if video is None:
+            video = np.zeros((b, frames, ratio * h, ratio * w, tile.shape[-1]), np.float32)
+        mask = mt[:, None, None] * mh[None, :, None] * mw[None, None, :]
+        video[(slice(None),) + where] += tile * mask[..., None]
+        weight[where] += mask
+    return video / np.maximum(weight, np.float32(1e-8))[..., None]
+
+
+def tile_geometry(latent_shape, *, tiled=True, framewise: bool = False,
+                  config) -> TileGeometry:
     """The decoder passes :meth:`LTXVideoVAE.decode_tiled` makes on latents ``(T, h, w[, C])``
-    (for memory estimates): one per spatial tile, each over every frame, where the latent is
-    larger than one tile; else one pass over the whole frame."""
+    with these ``tiled`` / ``framewise`` options (for memory estimates): an
+    :class:`LTXCoreTiles`' tiles; else (diffusers') within each temporal tile
+    (``framewise``, where the latent has more frames than one) one pass per spatial tile
+    where the latent is larger than one, else one over the whole frame. ``latent`` /
+    ``sample``: the largest pass's latent and decoded (before any frame is dropped) sizes."""
     t, h, w = latent_shape[:3]
-    ratio = config.spatial_downscale_factor
-    spatial = _spatial_tiles(tiled, ratio)
-    if spatial is not None and spatial.applies(h, w):
-        shapes = [(t, th, tw) for _, _, th, tw in spatial.grid(h, w)]
+    ratio, time_ratio = config.spatial_downscale_factor, config.temporal_downscale_factor
+    if isinstance(tiled, LTXCoreTiles):
+        shapes = [tuple(s.stop - s.start for s in latent)
+                  for latent, _, _ in ltx_core_tiles((t, h, w), tiled, ratio, time_ratio)]
     else:
-        shapes = [(t, h, w)]
-    largest = max(shapes, key=lambda s: s[1] * s[2])
-    frames = config.temporal_downscale_factor * (t - 1) + 1
+        settings = _settings(tiled)
+        spatial = None if settings is None else settings.spatial(ratio)
+        spans = ((settings or TileSettings()).temporal(time_ratio).spans(t) if framewise
+                 else [(0, t)])
+        shapes = []
+        for _, n in spans:
+            if spatial is not None and spatial.applies(h, w):
+                shapes += [(n, th, tw) for _, _, th, tw in spatial.grid(h, w)]
+            else:
+                shapes.append((n, h, w))
+    largest = max(shapes, key=math.prod)
+    frames = time_ratio * (largest[0] - 1) + 1
     return TileGeometry(largest, (frames, ratio * largest[1], ratio * largest[2]),
                         len(shapes), tuple(dict.fromkeys(shapes)))
 

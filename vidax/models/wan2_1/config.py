@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vidax.errors import VidaxError
-from vidax.models.hunyuan_video.config import SpatialTiles
+from vidax.tiling import SpatialTiles
 
 # ----------------------------------------------------------------------------- DiT
 MODEL_TYPES = ("t2v", "i2v", "flf2v")

@@ -63,8 +63,8 @@ import numpy as np
 from flax import nnx
 
 from vidax.errors import VidaxError
-from vidax.models.hunyuan_video.config import SpatialTiles, TileGeometry
-from vidax.models.hunyuan_video.vae import spatially_tiled
+from vidax.tiling import SpatialTiles, TileGeometry
+from vidax.tiling import spatially_tiled, ticker
 from vidax.models.wan2_1.config import (  # noqa: F401  (the statistics: importable from here too)
     WAN2_1_LATENTS_MEAN, WAN2_1_LATENTS_STD, TileSettings, WanVAEConfig)
 from vidax.nn.attention import attention
@@ -382,10 +382,10 @@ class ChunkedVideoVAE(nnx.Module):
         graphdef, state = nnx.split(self)
         t, h, w = z.shape[1:4]
         if spatial is None or not spatial.applies(h, w):
-            tick = _ticker(t, on_chunk)
+            tick = ticker(t, on_chunk)
             video = _frames(_decode_chunk, graphdef, state, z, tick)
         else:
-            tick = _ticker(t * len(spatial.grid(h, w)), on_chunk)
+            tick = ticker(t * len(spatial.grid(h, w)), on_chunk)
             video = self.unpack(spatially_tiled(
                 lambda tile: _frames(_decode_chunk_packed, graphdef, state, tile, tick), z,
                 spatial, cfg.spatial_stride // self.patch))
@@ -436,17 +436,6 @@ def tile_geometry(latent_shape, *, tiled=False, config) -> TileGeometry:
     s = config.spatial_stride
     return TileGeometry(largest, (config.temporal_stride, s * largest[1], s * largest[2]),
                         len(shapes) * t, tuple(dict.fromkeys(shapes)))
-
-
-def _ticker(total: int, on_chunk):
-    """A callable reporting ``on_chunk(done, total)`` once per decoded chunk."""
-    done = iter(range(1, total + 1))
-
-    def tick():
-        n = next(done)
-        if on_chunk is not None:
-            on_chunk(n, total)
-    return tick
 
 
 def _frames(step, graphdef, state, z, tick) -> np.ndarray:
