@@ -1,8 +1,9 @@
-"""Offload on Wan2.2 A14B's two experts (tiny T2V release in the authors' layout,
-tests/pipelines/test_wan2_2_pipeline.py): under ``model`` each expert's weights stay in host
-memory and one device copy exists at a time (made when the schedule switches expert); under
-``block`` both experts' blocks stream. Either way the latents are the resident run's, bit for
-bit, and the expert schedule is the same."""
+"""Offload where weights change after loading: Wan2.2 A14B's two experts (tiny T2V release in
+the authors' layout, tests/pipelines/test_wan2_2_pipeline.py) -- under ``model`` each expert's
+weights stay in host memory and one device copy exists at a time (made when the schedule
+switches expert); under ``block`` both experts' blocks stream -- and a LoRA merged into, or
+kept live beside, weights that lie in host memory (the Wan2.1 demo release). Either way the
+latents are the resident run's, bit for bit."""
 
 from __future__ import annotations
 
@@ -63,3 +64,32 @@ def test_experts_offloaded_sample_the_resident_latents(tmp_path, monkeypatch):
         assert offload.held_on_host(dit.blocks) and not offload.held_on_host(dit.head), name
     latents = pipe.sample(PROMPT, **OPTIONS)
     assert np.array_equal(latents, plain), float(np.abs(latents - plain).max())
+
+
+@pytest.mark.parametrize("lora_mode", ["merge", "live"])
+def test_loras_on_offloaded_weights(tmp_path, lora_mode):
+    """A merge of a host-resident weight runs on the device and goes back to host memory
+    (``vidax.lora``); a live adapter keeps its base there and streams with its block."""
+    import safetensors.torch
+
+    from tests.lora.test_lora_wan import make_lora
+    from vidax import demo
+
+    module = demo.family("wan2_1")
+    folder = tmp_path / module.FOLDER
+    module.write(folder)
+    state = safetensors.torch.load_file(folder / "diffusion_pytorch_model.safetensors")
+    lora = tmp_path / "lora.safetensors"
+    safetensors.torch.save_file(make_lora(state, seed=4), lora)
+
+    def sample(offload_mode, loras=(f"{lora}:0.7",)):
+        pipe = vidax.pipeline("wan2_1", folder, precision="fp32", loras=list(loras),
+                              lora_mode=lora_mode, offload=offload_mode)
+        return pipe, pipe.sample(module.PROMPT, steps=2, seed=module.SEED)
+
+    _, plain = sample("none")
+    pipe, latents = sample("block")
+    assert offload.held_on_host(pipe.dit.blocks)
+    assert np.array_equal(latents, plain), float(np.abs(latents - plain).max())
+    _, base = sample("none", loras=())
+    assert not np.allclose(plain, base)   # the LoRA changed the video

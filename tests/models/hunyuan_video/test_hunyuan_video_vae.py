@@ -33,6 +33,7 @@ from vidax import manifests, registry
 from vidax.errors import VidaxError
 from vidax.loading import verify_manifest
 from vidax.models.hunyuan_video.vae import HunyuanVideoVAE, HunyuanVideoVAEConfig
+from vidax import tiling
 
 jax.config.update("jax_default_matmul_precision", "highest")
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
@@ -244,10 +245,10 @@ def test_tiled_matches_diffusers(case, record_property):
     assert_parity("hunyuan_video_vae_tiled_framewise", out, ref_framewise, record_property)
     tiled = model.decode(z[:, :2], normalized=False, clamp=False, tiled=settings)
     assert_parity("hunyuan_video_vae_tiled", tiled, ref_tiled, record_property)
-    original = vae._blend
+    original = tiling.blend   # the tiles' cross-fade (vidax.tiling), switched off
     try:
-        vae._blend = lambda *args, **kwargs: None
+        tiling.blend = lambda *args, **kwargs: None
         unblended = model.decode(z[:, :2], normalized=False, clamp=False, tiled=settings)
     finally:
-        vae._blend = original
+        tiling.blend = original
     assert_fails("hunyuan_video_vae_negative_unblended", unblended, ref_tiled, record_property)

@@ -36,6 +36,7 @@ from vidax import manifests, registry
 from vidax.errors import VidaxError
 from vidax.loading import verify_manifest
 from vidax.models.hunyuan_video1_5.vae import HunyuanVideo15VAE, HunyuanVideo15VAEConfig
+from vidax import tiling
 
 jax.config.update("jax_default_matmul_precision", "highest")
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
@@ -262,7 +263,6 @@ def test_tiled_matches_diffusers(case, record_property):
     import torch
 
     from tests.parity import assert_fails, assert_parity, to_channels_last, to_ncthw
-    from vidax.models.hunyuan_video import vae as vae10
     from vidax.models.hunyuan_video1_5 import vae
     from vidax.models.hunyuan_video1_5.vae import TileSettings, tile_geometry
 
@@ -288,11 +288,11 @@ def test_tiled_matches_diffusers(case, record_property):
     assert vae._reconstruct._cache_size() == len(geometry.shapes) == 4
     assert out.shape == expected.shape == (BATCH, 9, 96, 128, 3)
     assert_parity("hunyuan_video1_5_vae_tiled", out, expected, record_property)
-    original = vae10._blend
+    original = tiling.blend   # the tiles' cross-fade (vidax.tiling), switched off
     try:
-        vae10._blend = lambda *args, **kwargs: None
+        tiling.blend = lambda *args, **kwargs: None
         unblended = model.decode(z, normalized=False, clamp=False, tiled=settings)
     finally:
-        vae10._blend = original
+        tiling.blend = original
     assert_fails("hunyuan_video1_5_vae_negative_unblended", unblended, expected,
                  record_property)
