@@ -9,6 +9,8 @@ and the device peak are measured on an accelerator (benchmarks/device_check.py).
 
 from __future__ import annotations
 
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,6 +21,9 @@ from vidax.nn import offload
 from vidax.nn.layers import KeyGen, Linear
 from vidax.nn.step_cache import StepCache, active, run_blocks
 from vidax.sharding import make_mesh
+
+from tests import host_memory
+from tests.host_memory import apart, run_apart
 
 
 class _Block(nnx.Module):
@@ -61,6 +66,7 @@ def _run(net, x, cache=None):
         return _forward(nnx.split(net), x)
 
 
+@apart
 def test_block_lists_and_placement():
     net = _Net()
     assert offload.block_lists(net) == ("blocks",)
@@ -74,6 +80,7 @@ def test_block_lists_and_placement():
     assert offload.fetch(same) is same   # nothing in host memory: untouched
 
 
+@apart
 def test_streamed_blocks_compute_the_resident_loop_bit_for_bit():
     net = _Net()
     x = jax.random.normal(jax.random.key(1), (2, 7, 16))
@@ -88,6 +95,7 @@ def test_streamed_blocks_compute_the_resident_loop_bit_for_bit():
     assert not np.allclose(np.asarray(plain), np.asarray(_run(_blocks_on_host(_Net(seed=1)), x)))
 
 
+@apart
 def test_each_copy_is_tied_to_the_carry():
     """``ahead`` blocks are copied before the loop; each later one waits on the carry that
     enters the block before it: one optimization barrier per later block."""
@@ -99,6 +107,7 @@ def test_each_copy_is_tied_to_the_carry():
     assert "optimization_barrier" not in resident
 
 
+@apart
 def test_a_host_weight_outside_the_loop_is_refused_by_jax():
     """What :func:`offload.fetch` is for: an op on a host-resident weight does not compile."""
     net = _blocks_on_host(_Net())
@@ -109,6 +118,7 @@ def test_a_host_weight_outside_the_loop_is_refused_by_jax():
     assert out.shape == (1, 16)
 
 
+@apart
 def test_shardings_are_kept_on_a_mesh():
     mesh = make_mesh("fsdp=2", devices=jax.devices()[:2])
     sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("fsdp", None))
@@ -119,3 +129,10 @@ def test_shardings_are_kept_on_a_mesh():
     back = offload.to_device(host)
     assert not offload.on_host(back) and back.sharding.is_equivalent_to(sharding, 2)
     assert np.array_equal(np.asarray(back), np.asarray(w))
+
+
+@pytest.mark.skipif(os.environ.get(host_memory.ENV) == "1", reason="the process it starts")
+def test_host_memory_tests_run_in_their_own_process():
+    """The host-memory tests of the whole suite (tests/host_memory.py), in one process."""
+    out = run_apart()
+    assert " passed" in out and " failed" not in out, out

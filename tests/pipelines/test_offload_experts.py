@@ -16,6 +16,7 @@ import pytest
 from flax import nnx
 
 import vidax
+from tests.host_memory import apart
 from vidax.nn import offload
 from vidax.pipelines import wan2_2 as wan
 
@@ -27,6 +28,7 @@ pytestmark = [pytest.mark.filterwarnings("ignore:Some donated buffers were not u
 OPTIONS = dict(frames=FRAMES, size=A14B_SIZE, steps=4, seed=3)
 
 
+@apart
 def test_experts_offloaded_sample_the_resident_latents(tmp_path, monkeypatch):
     release = write_release(tmp_path / "Wan2.2-t2v-tiny", "t2v")
     resident = vidax.pipeline("wan2_2", release.folder, precision="fp32")
@@ -66,6 +68,7 @@ def test_experts_offloaded_sample_the_resident_latents(tmp_path, monkeypatch):
     assert np.array_equal(latents, plain), float(np.abs(latents - plain).max())
 
 
+@apart
 @pytest.mark.parametrize("lora_mode", ["merge", "live"])
 def test_loras_on_offloaded_weights(tmp_path, lora_mode):
     """A merge of a host-resident weight runs on the device and goes back to host memory

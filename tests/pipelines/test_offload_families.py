@@ -25,6 +25,7 @@ import pytest  # noqa: E402
 from flax import nnx  # noqa: E402
 
 import vidax  # noqa: E402
+from tests.host_memory import apart  # noqa: E402
 from vidax import demo  # noqa: E402
 from vidax.errors import VidaxError  # noqa: E402
 from vidax.nn import offload  # noqa: E402
@@ -70,6 +71,7 @@ def _where(tree) -> set[bool]:
     return {offload.on_host(a) for a in jax.tree.leaves(tree)}
 
 
+@apart
 @pytest.mark.parametrize("name", list(FAMILIES))
 def test_offloaded_sampling_is_the_resident_sampling(name, tmp_path):
     module = demo.family(name)
@@ -107,6 +109,7 @@ def test_offloaded_sampling_is_the_resident_sampling(name, tmp_path):
         assert np.array_equal(frames, resident.decode(plain.reshape(shape)))
 
 
+@apart
 def test_unknown_offload_mode_is_one_error(tmp_path):
     module = demo.family("wan2_1")
     module.write(tmp_path / module.FOLDER)

@@ -26,6 +26,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from tests.host_memory import apart
 from tests.parity import randomize
 from tests.reference import wan22
 from tests.sharding.common import (assert_placed, collective_shapes, collectives,
@@ -188,6 +189,7 @@ def test_step_cache_on_a_mesh_matches_one_device(release, spec, kind, settings):
     assert diff <= 1e-4 * expected.std()
 
 
+@apart
 def test_block_offload_on_a_mesh_is_the_resident_mesh_run(release):
     """``offload="block"`` on a mesh: the DiT's blocks lie in host memory in the shardings
     the resident load gives them (fsdp / tp splits kept), the rest on the devices, and the
